@@ -1,0 +1,27 @@
+"""super_sac: one off-policy actor-critic loop that recovers DDPG, TD3, SAC and their relatives
+as gin settings."""
+
+from super_sac import agent, learning, learning_utils, main, nets, replay, wrappers
+from super_sac.agent import Agent
+from super_sac.main import super_sac
+from super_sac.nets import Encoder
+from super_sac.replay import ReplayBuffer
+from super_sac.utils import get_device, set_seed
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "Encoder",
+    "ReplayBuffer",
+    "agent",
+    "get_device",
+    "learning",
+    "learning_utils",
+    "main",
+    "nets",
+    "replay",
+    "set_seed",
+    "super_sac",
+    "wrappers",
+]

@@ -1,0 +1,275 @@
+"""The Agent: an encoder, an actor and a vectorized critic ensemble."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import gin
+import numpy as np
+import torch
+from torch import nn
+
+from super_sac.nets import Encoder
+from super_sac.nets.mlps import ContinuousCritic, ContinuousStochasticActor
+
+ObsDict = Mapping[str, Any]
+
+ADV_METHODS = ("mean", "max", "indirect")
+_AGENT_FILE = "agent.pt"
+
+
+def _not_yet(setting: str, feature: str, fix: str) -> NotImplementedError:
+    return NotImplementedError(
+        f"{setting} needs {feature}, which this version of super_sac does not implement yet. {fix}"
+    )
+
+
+def _accepts(cls: Any, name: str) -> bool:
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+@gin.configurable
+class Agent(nn.Module):
+    """Encoder + actor + an ensemble of ``num_critics`` critics, acting on dict observations.
+
+    Actions live in the library's normalised space ``[-1, 1]^act_space_size``; wrap the env with
+    :class:`super_sac.wrappers.NormActionSpace` to rescale them to its bounds.
+
+    :param act_space_size: action dimension (continuous) or number of actions (discrete).
+    :param encoder: an :class:`super_sac.nets.Encoder` turning observation dicts into states.
+    :param actor_network_cls: actor class, built as
+        ``cls(state_space_size, act_space_size, [log_std_low, log_std_high,] hidden_size)``.
+    :param critic_network_cls: critic ensemble class, built as
+        ``cls(state_space_size, act_space_size, num_critics, hidden_size)``.
+    :param discrete: discrete actions (SAC-Discrete; not implemented yet).
+    :param ensemble_size: SUNRISE ensemble size (only 1 is implemented yet).
+    :param num_critics: critics per ensemble member (2 = clipped double-Q, 10 = REDQ).
+    :param ucb_bonus: SUNRISE UCB exploration bonus (not implemented yet; keep 0).
+    :param hidden_size: hidden width passed to the actor and critic classes.
+    :param auto_rescale_targets: PopArt critic outputs (not implemented yet; keep False).
+    :param log_std_low: lower log-std bound of stochastic actors.
+    :param log_std_high: upper log-std bound of stochastic actors.
+    :param adv_method: advantage estimate for filtered BC: "mean" or "max" (continuous),
+        "indirect" (discrete). Used only by the offline actor update.
+    :param beta_dist: Beta-distribution policy (not implemented yet; keep False).
+    """
+
+    def __init__(
+        self,
+        act_space_size: int,
+        encoder: Encoder,
+        actor_network_cls: type[nn.Module] = ContinuousStochasticActor,
+        critic_network_cls: type[nn.Module] = ContinuousCritic,
+        discrete: bool = False,
+        ensemble_size: int = 1,
+        num_critics: int = 2,
+        ucb_bonus: float = 0.0,
+        hidden_size: int = 256,
+        auto_rescale_targets: bool = False,
+        log_std_low: float = -5.0,
+        log_std_high: float = 2.0,
+        adv_method: str = "mean",
+        beta_dist: bool = False,
+    ) -> None:
+        super().__init__()
+        self._check_settings(
+            encoder,
+            discrete,
+            ensemble_size,
+            num_critics,
+            ucb_bonus,
+            auto_rescale_targets,
+            adv_method,
+            beta_dist,
+        )
+        state_size = encoder.embedding_dim
+        actor_kwargs: dict[str, Any] = {"hidden_size": hidden_size}
+        if _accepts(actor_network_cls, "log_std_low"):
+            actor_kwargs.update(log_std_low=log_std_low, log_std_high=log_std_high)
+        self.encoder = encoder
+        self.actor = actor_network_cls(state_size, act_space_size, **actor_kwargs)
+        self.critic = critic_network_cls(
+            state_size, act_space_size, num_critics=num_critics, hidden_size=hidden_size
+        )
+        self.act_space_size = int(act_space_size)
+        self.num_critics = int(num_critics)
+        self.ensemble_size = int(ensemble_size)
+        self.hidden_size = int(hidden_size)
+        self.discrete = bool(discrete)
+        self.adv_method = adv_method
+        self.ucb_bonus = float(ucb_bonus)
+
+    @staticmethod
+    def _check_settings(
+        encoder: Encoder,
+        discrete: bool,
+        ensemble_size: int,
+        num_critics: int,
+        ucb_bonus: float,
+        auto_rescale_targets: bool,
+        adv_method: str,
+        beta_dist: bool,
+    ) -> None:
+        if not isinstance(encoder, Encoder):
+            raise TypeError(
+                f"Agent.encoder must be a super_sac.nets.Encoder, got {type(encoder).__name__}; "
+                "subclass super_sac.nets.Encoder or use super_sac.nets.FlatEncoder(dim)."
+            )
+        if num_critics < 1:
+            raise ValueError(f"Agent.num_critics must be >= 1, got {num_critics}")
+        if ensemble_size < 1:
+            raise ValueError(f"Agent.ensemble_size must be >= 1, got {ensemble_size}")
+        if adv_method not in ADV_METHODS:
+            raise ValueError(f"Agent.adv_method must be one of {ADV_METHODS}, got {adv_method!r}")
+        if discrete:
+            raise _not_yet(
+                "Agent.discrete = True",
+                "SAC-Discrete (DiscreteActor/DiscreteCritic)",
+                "Use a continuous (Box) action space for now.",
+            )
+        if ensemble_size > 1:
+            raise _not_yet(
+                f"Agent.ensemble_size = {ensemble_size}",
+                "SUNRISE ensembles",
+                "Set Agent.ensemble_size = 1.",
+            )
+        if ucb_bonus != 0.0:
+            raise _not_yet(
+                f"Agent.ucb_bonus = {ucb_bonus}",
+                "SUNRISE UCB exploration",
+                "Set Agent.ucb_bonus = 0.0.",
+            )
+        if auto_rescale_targets:
+            raise _not_yet(
+                "Agent.auto_rescale_targets = True",
+                "PopArt value normalisation",
+                "Set Agent.auto_rescale_targets = False.",
+            )
+        if beta_dist:
+            raise _not_yet(
+                "Agent.beta_dist = True",
+                "the Beta-distribution policy",
+                "Set Agent.beta_dist = False (tanh-squashed Gaussian).",
+            )
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def stochastic(self) -> bool:
+        """Whether the actor returns a distribution (SAC) rather than an action (DDPG/TD3)."""
+        return bool(getattr(self.actor, "stochastic", True))
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.actor.parameters()).device
+
+    # ------------------------------------------------------------------ acting
+    def _to_tensors(self, obs: ObsDict, batched: bool) -> tuple[dict[str, torch.Tensor], bool]:
+        if not isinstance(obs, Mapping):
+            raise TypeError(
+                f"the agent acts on dict observations, got {type(obs).__name__}; wrap the env "
+                "with super_sac.wrappers.SimpleGymWrapper (Box -> {'obs': ...})."
+            )
+        device = self.device
+        from_numpy = not all(isinstance(v, torch.Tensor) for v in obs.values())
+        out = {}
+        for key, value in obs.items():
+            t = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+            if not batched:
+                t = t.unsqueeze(0)
+            out[key] = t.to(device, non_blocking=True)
+        return out, from_numpy
+
+    @staticmethod
+    def _to_output(action: torch.Tensor, batched: bool, from_numpy: bool) -> Any:
+        if not batched:
+            action = action.squeeze(0)
+        return action.cpu().numpy() if from_numpy else action
+
+    @torch.no_grad()
+    def forward(self, obs: ObsDict, batched: bool = False) -> Any:
+        """The deterministic (evaluation) action: the actor's mean, in ``[-1, 1]``.
+
+        :param obs: an observation dict of numpy arrays or tensors.
+        :param batched: the arrays already carry a leading batch dimension (parallel envs).
+        :return: numpy actions for numpy input, tensors for tensor input.
+        """
+        state, from_numpy = self._to_tensors(obs, batched)
+        return self._to_output(self.mean_action(self.encoder(state)), batched, from_numpy)
+
+    @torch.no_grad()
+    def sample_action(self, obs: ObsDict, batched: bool = False) -> Any:
+        """An exploration action: a policy sample (stochastic actors) or the mean (deterministic
+        actors, which explore with the loop's noise process).
+
+        :param obs: an observation dict of numpy arrays or tensors.
+        :param batched: the arrays already carry a leading batch dimension (parallel envs).
+        """
+        state, from_numpy = self._to_tensors(obs, batched)
+        rep = self.encoder(state)
+        action = self.actor(rep).sample() if self.stochastic else self.actor(rep)
+        return self._to_output(action, batched, from_numpy)
+
+    def mean_action(self, state_rep: torch.Tensor) -> torch.Tensor:
+        """Deterministic action for encoded states ``(B, embedding_dim)``."""
+        out = self.actor(state_rep)
+        return out.mean if self.stochastic else out
+
+    # ------------------------------------------------------------------ persistence
+    def _signature(self) -> dict[str, Any]:
+        return {
+            "act_space_size": self.act_space_size,
+            "num_critics": self.num_critics,
+            "ensemble_size": self.ensemble_size,
+            "hidden_size": self.hidden_size,
+            "embedding_dim": self.encoder.embedding_dim,
+            "actor": type(self.actor).__name__,
+            "critic": type(self.critic).__name__,
+            "encoder": type(self.encoder).__name__,
+        }
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Save the weights to ``path/agent.pt`` (or to ``path`` itself if it ends in ``.pt``).
+
+        Written to a temporary file first and renamed, so an interrupted save never leaves a
+        half-written file behind. :return: the file written.
+        """
+        path = Path(path)
+        file = path if path.suffix == ".pt" else path / _AGENT_FILE
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = file.with_name(file.name + ".tmp")
+        torch.save({"signature": self._signature(), "state_dict": self.state_dict()}, tmp)
+        os.replace(tmp, file)
+        return file
+
+    def load(self, path: str | os.PathLike) -> None:
+        """Load weights written by :meth:`save` (safe: ``weights_only=True``).
+
+        :raises ValueError: when the checkpoint was made by an agent of another configuration;
+            the message lists the differences.
+        """
+        path = Path(path)
+        file = path if path.suffix == ".pt" else path / _AGENT_FILE
+        if not file.exists():
+            raise FileNotFoundError(f"no agent checkpoint at {file}")
+        payload = torch.load(file, map_location=self.device, weights_only=True)
+        saved, mine = payload["signature"], self._signature()
+        diffs = [
+            f"{k}: saved {saved.get(k)!r}, this agent {mine[k]!r}"
+            for k in mine
+            if saved.get(k) != mine[k]
+        ]
+        if diffs:
+            raise ValueError(
+                f"checkpoint {file} was saved by a differently configured Agent:\n  "
+                + "\n  ".join(diffs)
+                + "\nBuild the Agent with the same settings as the run that saved it."
+            )
+        self.load_state_dict(payload["state_dict"])

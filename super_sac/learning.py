@@ -1,0 +1,204 @@
+"""One function per update. Each takes explicit arguments, steps its optimizer and returns a dict
+of detached metric tensors (read them on the host only when logging: no ``.item()`` here)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from super_sac import learning_utils as lu
+from super_sac.agent import Agent
+from super_sac.replay import Batch
+
+Logs = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class ParamGroup:
+    """Parameters that share a learning rate, an L2 coefficient and a gradient-norm clip.
+
+    :param params: the parameters.
+    :param lr: Adam learning rate.
+    :param l2: L2 coefficient (Adam's ``weight_decay``: ``l2 * theta`` is added to the gradient).
+    :param clip: maximum gradient norm of the group, or ``None`` for no clipping.
+    """
+
+    params: Sequence[torch.Tensor]
+    lr: float
+    l2: float = 0.0
+    clip: float | None = None
+
+
+def build_optimizer(*groups: ParamGroup) -> torch.optim.Adam | None:
+    """One Adam optimizer over the non-empty groups; each group keeps its own clip.
+
+    Uses the fused (or foreach) Adam kernel so that a step is a handful of calls whatever the
+    number of parameter tensors. :return: ``None`` when no group has parameters.
+    """
+    param_groups = [
+        {"params": list(g.params), "lr": g.lr, "weight_decay": g.l2, "max_grad_norm": g.clip}
+        for g in groups
+        if len(g.params) > 0
+    ]
+    if not param_groups:
+        return None
+    fused = all(
+        p.is_floating_point() and p.device.type in ("cpu", "cuda")
+        for g in param_groups
+        for p in g["params"]
+    )
+    return torch.optim.Adam(param_groups, fused=fused, foreach=None if fused else True)
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+    """Zero the gradients, backpropagate ``loss``, clip each group's gradient norm, step."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    for group in optimizer.param_groups:
+        clip = group.get("max_grad_norm")
+        if clip is not None and clip > 0:
+            torch.nn.utils.clip_grad_norm_(group["params"], clip, foreach=True)
+    optimizer.step()
+
+
+def make_target_agent(agent: Agent) -> Agent:
+    """A frozen copy of ``agent`` whose parameters follow it by Polyak averaging."""
+    target = copy.deepcopy(agent)
+    target.requires_grad_(False)
+    target.eval()
+    return target
+
+
+@torch.no_grad()
+def compute_td_target(
+    agent: Agent,
+    target_agent: Agent,
+    batch: Batch,
+    *,
+    alpha: torch.Tensor,
+    target_critic_ensemble_n: int,
+    use_target_actor: bool = False,
+    target_noise_std: float = 0.0,
+    target_noise_clip: float | None = None,
+) -> torch.Tensor:
+    """The TD target ``(B, 1)`` for SAC, TD3 and DDPG.
+
+    ``s'`` is encoded by the target encoder; ``a'`` comes from the target actor when the
+    algorithm has one (TD3, DDPG) or else from the online actor (SAC). Stochastic actors give
+    ``y = R + gamma^k (1 - done) [min_M Q'(s', a') - alpha log pi(a'|s')]``, ``a' ~ pi``
+    (Haarnoja et al. 2018); deterministic actors give
+    ``y = R + gamma^k (1 - done) min_M Q'(s', clip(mu'(s') + clip(eps, -c, c), -1, 1))``
+    with ``eps ~ N(0, target_noise_std^2)`` (Fujimoto et al. 2018; DDPG sets the std to 0).
+    ``min_M`` is over a random subset of ``target_critic_ensemble_n`` target critics (REDQ).
+    """
+    next_rep = target_agent.encoder(batch.next_obs)
+    actor = target_agent.actor if use_target_actor else agent.actor
+    if agent.stochastic:
+        next_action, next_log_prob = actor(next_rep).rsample_with_log_prob()
+    else:
+        next_action = lu.smoothed_target_action(
+            actor(next_rep), target_noise_std, target_noise_clip
+        )
+    next_q = lu.random_subset_min(
+        target_agent.critic(next_rep, next_action), target_critic_ensemble_n
+    )
+    next_value = lu.soft_value(next_q, next_log_prob, alpha) if agent.stochastic else next_q
+    return lu.td_target(batch.reward, batch.done, batch.discount, next_value)
+
+
+def critic_update(
+    agent: Agent,
+    target_agent: Agent,
+    batch: Batch,
+    optimizer: torch.optim.Optimizer,
+    *,
+    alpha: torch.Tensor,
+    target_critic_ensemble_n: int,
+    use_target_actor: bool = False,
+    target_noise_std: float = 0.0,
+    target_noise_clip: float | None = None,
+) -> Logs:
+    """Regress every critic on the TD target (see :func:`compute_td_target`).
+
+    The encoder is trained through this loss only. ``batch.weights`` (prioritized replay's
+    importance weights, ones otherwise) scale each sample's squared error.
+
+    :return: ``critic/loss``, ``critic/q_mean``, ``critic/target_mean`` and
+        ``critic/abs_td_error`` (per sample, mean over critics; new replay priorities).
+    """
+    target = compute_td_target(
+        agent,
+        target_agent,
+        batch,
+        alpha=alpha,
+        target_critic_ensemble_n=target_critic_ensemble_n,
+        use_target_actor=use_target_actor,
+        target_noise_std=target_noise_std,
+        target_noise_clip=target_noise_clip,
+    )
+    q = agent.critic(agent.encoder(batch.obs), batch.action)
+    loss = lu.critic_loss(q, target, batch.weights)
+    optimizer_step(optimizer, loss)
+    q = q.detach()
+    return {
+        "critic/loss": loss.detach(),
+        "critic/q_mean": q.mean(),
+        "critic/target_mean": target.mean(),
+        "critic/abs_td_error": (q - target.unsqueeze(0)).abs().mean(dim=0).squeeze(-1),
+    }
+
+
+def online_actor_update(
+    agent: Agent,
+    batch: Batch,
+    optimizer: torch.optim.Optimizer,
+    *,
+    alpha: torch.Tensor,
+    actor_q_reduction: str = "min",
+) -> Logs:
+    """Policy-gradient actor update through the critics.
+
+    Stochastic actors minimise ``E[alpha log pi(a|s) - Q(s, a)]`` with reparameterised samples
+    (SAC); deterministic actors minimise ``-E[Q(s, mu(s))]`` (DDPG/TD3). ``Q`` is the critic
+    ensemble reduced by ``actor_q_reduction`` ("min", "mean" or "first"). The actor sees detached
+    encoder features and the critics' parameters receive no gradient.
+
+    :return: ``actor/loss``, ``actor/q`` and, for stochastic actors, ``actor/log_prob``
+        (the batch mean of ``log pi``, which :func:`alpha_update` consumes).
+    """
+    with torch.no_grad():
+        rep = agent.encoder(batch.obs)
+    logs: Logs = {}
+    if agent.stochastic:
+        action, log_prob = agent.actor(rep).rsample_with_log_prob()
+        q = lu.reduce_critics(agent.critic(rep, action, detach_params=True), actor_q_reduction)
+        loss = lu.sac_actor_loss(q, log_prob, alpha)
+        logs["actor/log_prob"] = log_prob.detach().mean()
+    else:
+        action = agent.actor(rep)
+        q = lu.reduce_critics(agent.critic(rep, action, detach_params=True), actor_q_reduction)
+        loss = lu.deterministic_actor_loss(q)
+    optimizer_step(optimizer, loss)
+    logs["actor/loss"] = loss.detach()
+    logs["actor/q"] = q.detach().mean()
+    return logs
+
+
+def alpha_update(
+    log_alpha: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    log_prob_mean: torch.Tensor,
+    target_entropy: float,
+) -> Logs:
+    """Automatic entropy tuning (Haarnoja et al. 2018b), loss written in ``log alpha``.
+
+    See :func:`super_sac.learning_utils.alpha_loss`. :return: ``alpha/loss``, ``alpha/value``.
+    """
+    loss = lu.alpha_loss(log_alpha, log_prob_mean, target_entropy)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return {"alpha/loss": loss.detach(), "alpha/value": log_alpha.detach().exp()}

@@ -1,0 +1,129 @@
+"""Actor and critic MLPs for continuous actions.
+
+Actors read the encoder's state vector. Critics are *ensembles*: every critic of the agent lives
+in one module whose parameters carry a leading member dimension, and one call returns
+``(num_critics, B, 1)``.
+"""
+
+from __future__ import annotations
+
+import gin
+import torch
+from torch import nn
+
+from super_sac.nets import weight_init
+from super_sac.nets.distributions import SquashedNormal
+from super_sac.nets.ensemble import EnsembleMLP
+
+
+def mlp(
+    in_features: int, out_features: int, hidden_size: int, num_hidden_layers: int = 2
+) -> nn.Sequential:
+    """A plain ReLU MLP ``in -> hidden x num_hidden_layers -> out``."""
+    widths = [in_features] + [hidden_size] * num_hidden_layers
+    layers: list[nn.Module] = []
+    for w_in, w_out in zip(widths, widths[1:]):
+        layers += [nn.Linear(w_in, w_out), nn.ReLU()]
+    layers.append(nn.Linear(widths[-1], out_features))
+    return nn.Sequential(*layers)
+
+
+@gin.configurable
+class ContinuousStochasticActor(nn.Module):
+    """SAC's policy: a tanh-squashed diagonal Gaussian (Haarnoja et al. 2018).
+
+    The raw log-std output ``z`` is squashed into ``[log_std_low, log_std_high]`` smoothly:
+    ``log_std = low + (high - low) * (tanh(z) + 1) / 2``.
+
+    :param state_space_size: width of the encoder's state vector.
+    :param act_space_size: action dimension.
+    :param log_std_low: lower bound of the log standard deviation.
+    :param log_std_high: upper bound of the log standard deviation.
+    :param hidden_size: hidden width.
+    """
+
+    stochastic = True
+
+    def __init__(
+        self,
+        state_space_size: int,
+        act_space_size: int,
+        log_std_low: float = -5.0,
+        log_std_high: float = 2.0,
+        hidden_size: int = 256,
+    ) -> None:
+        super().__init__()
+        if not log_std_low < log_std_high:
+            raise ValueError(
+                f"log_std_low ({log_std_low}) must be below log_std_high ({log_std_high})"
+            )
+        self.net = mlp(state_space_size, 2 * act_space_size, hidden_size)
+        self.log_std_low = float(log_std_low)
+        self.log_std_high = float(log_std_high)
+        self.apply(weight_init)
+
+    def forward(self, state: torch.Tensor) -> SquashedNormal:
+        """:param state: ``(B, state_space_size)``. :return: the action distribution."""
+        mu, raw_log_std = self.net(state).chunk(2, dim=-1)
+        half_range = 0.5 * (self.log_std_high - self.log_std_low)
+        log_std = self.log_std_low + half_range * (torch.tanh(raw_log_std) + 1.0)
+        return SquashedNormal(mu, log_std.exp())
+
+
+@gin.configurable
+class ContinuousDeterministicActor(nn.Module):
+    """DDPG/TD3's policy: ``a = tanh(f(s))`` in ``[-1, 1]`` (Lillicrap et al. 2016).
+
+    :param state_space_size: width of the encoder's state vector.
+    :param act_space_size: action dimension.
+    :param hidden_size: hidden width.
+    """
+
+    stochastic = False
+
+    def __init__(self, state_space_size: int, act_space_size: int, hidden_size: int = 256) -> None:
+        super().__init__()
+        self.net = mlp(state_space_size, act_space_size, hidden_size)
+        self.apply(weight_init)
+
+    def forward(self, state: torch.Tensor) -> torch.Tensor:
+        """:param state: ``(B, state_space_size)``. :return: actions ``(B, act_space_size)``."""
+        return torch.tanh(self.net(state))
+
+
+@gin.configurable
+class ContinuousCritic(nn.Module):
+    """An ensemble of ``num_critics`` Q-functions ``Q_i(s, a)`` evaluated in one batched call.
+
+    Generalises TD3's clipped double-Q pair to any ensemble size (REDQ, Chen et al. 2021).
+
+    :param state_space_size: width of the encoder's state vector.
+    :param act_space_size: action dimension.
+    :param num_critics: ensemble size N.
+    :param hidden_size: hidden width of every member.
+    """
+
+    def __init__(
+        self,
+        state_space_size: int,
+        act_space_size: int,
+        num_critics: int = 2,
+        hidden_size: int = 256,
+    ) -> None:
+        super().__init__()
+        self.num_critics = num_critics
+        self.net = EnsembleMLP(num_critics, state_space_size + act_space_size, 1, hidden_size)
+        self.apply(weight_init)
+
+    def forward(
+        self, state: torch.Tensor, action: torch.Tensor, detach_params: bool = False
+    ) -> torch.Tensor:
+        """Evaluate every critic.
+
+        :param state: ``(B, state_space_size)``.
+        :param action: ``(B, act_space_size)``.
+        :param detach_params: block gradients to the critic's own parameters (they still flow to
+            ``state`` and ``action``); the actor update uses this.
+        :return: ``(num_critics, B, 1)``.
+        """
+        return self.net(torch.cat((state, action), dim=-1), detach_params=detach_params)

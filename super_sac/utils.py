@@ -1,0 +1,62 @@
+"""Small helpers: seeding, devices, run directories, atomic writes."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def set_seed(seed: int) -> None:
+    """Seed Python's, numpy's and torch's global random number generators."""
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+def get_device(spec: str | torch.device = "auto") -> torch.device:
+    """``"auto"`` picks CUDA when available, else the CPU; ``"cuda"`` without a GPU is an error."""
+    if isinstance(spec, torch.device):
+        return spec
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if spec.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for but torch sees no GPU; use --device cpu")
+    return torch.device(spec)
+
+
+def make_run_dir(base_save_path: str | os.PathLike, name: str) -> Path:
+    """Create and return ``base_save_path/<name>_<i>`` for the first free ``i`` (race-free)."""
+    base = Path(base_save_path)
+    base.mkdir(parents=True, exist_ok=True)
+    if not os.access(base, os.W_OK):
+        raise PermissionError(f"save directory {base} is not writable; set SSAC_SAVE elsewhere")
+    i = 0
+    while True:
+        run_dir = base / f"{name}_{i}"
+        try:
+            run_dir.mkdir()
+            return run_dir
+        except FileExistsError:
+            i += 1
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file, fsync and rename."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_json(path: str | os.PathLike, data: Any) -> None:
+    """Write ``data`` as indented JSON, atomically."""
+    atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")

@@ -1,0 +1,350 @@
+"""The training loop end to end: gin files, run directory, determinism, gymnasium semantics and
+the errors raised before training."""
+
+import json
+import sys
+from pathlib import Path
+
+import gin
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+import super_sac
+from super_sac import Agent, ReplayBuffer, nets
+from super_sac.config import GinConfigError, parse_gin
+from super_sac.main import ConfigError, TrainConfig, Trainer
+from super_sac.wrappers import NormActionSpace, SimpleGymWrapper, make_gym_env
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "experiments" / "gym"))
+import train_gym  # noqa: E402
+
+SMALL = [
+    "Agent.hidden_size = 32",
+    "ReplayBuffer.size = 5000",
+    "super_sac.batch_size = 32",
+    "super_sac.random_warmup_steps = 100",
+    "super_sac.eval_interval = 150",
+    "super_sac.eval_episodes = 1",
+    "super_sac.log_interval = 100",
+    "super_sac.save_interval = 150",
+    "super_sac.verbosity = 0",
+    "super_sac.max_episode_steps = 50",
+]
+
+
+def _train(config, steps=300, extra=(), argv=()):
+    bindings = [x for b in SMALL + list(extra) for x in ("--gin_bindings", b)]
+    return train_gym.main(
+        [
+            "--env",
+            "Pendulum-v1",
+            "--config",
+            config,
+            "--steps",
+            str(steps),
+            "--seed",
+            "0",
+            *bindings,
+            *argv,
+        ]
+    )
+
+
+@pytest.mark.parametrize("config", ["sac.gin", "td3.gin", "ddpg.gin"])
+def test_each_gin_file_trains_and_writes_its_run_directory(config):
+    summary = _train(config)
+    run_dir = Path(summary["run_dir"])
+    assert summary["env_steps"] == 300
+    assert summary["critic_updates"] == 200  # no updates during the 100 warm-up steps
+    assert np.isfinite(summary["final_eval_return"])
+    assert (run_dir / "agent.pt").exists()
+    saved = json.loads((run_dir / "summary.json").read_text())
+    for key in (
+        "env_steps",
+        "critic_updates",
+        "final_eval_return",
+        "best_eval_return",
+        "env_steps_per_s",
+        "updates_per_s",
+        "wall_seconds",
+    ):
+        assert key in saved
+    config_text = (run_dir / "config.gin").read_text()
+    assert "super_sac.batch_size = 32" in config_text
+    assert list(run_dir.glob("events.out.tfevents.*"))
+
+
+def test_algorithms_differ_as_their_papers_say():
+    parse_gin(["td3.gin"], search_dirs=[ROOT / "experiments" / "gym"])
+    assert gin.query_parameter("super_sac.actor_delay") == 2
+    assert gin.query_parameter("super_sac.target_noise_std") == 0.2
+    assert gin.query_parameter("super_sac.use_target_actor") is True
+    gin.clear_config()
+    parse_gin(["ddpg.gin"], search_dirs=[ROOT / "experiments" / "gym"])
+    assert gin.query_parameter("Agent.num_critics") == 1
+    assert gin.query_parameter("super_sac.target_noise_std") == 0.0
+    assert gin.query_parameter("super_sac.actor_delay") == 1
+
+
+def test_td3_update_schedule_counts():
+    summary = _train("td3.gin", steps=300)
+    assert summary["critic_updates"] == 200
+    assert summary["actor_updates"] == 100  # every second step
+
+
+def test_original_style_gin_file_loads_unchanged(tmp_path):
+    cfg = tmp_path / "old_style.gin"
+    cfg.write_text(
+        "agent.Agent.num_critics = 2\n"
+        "agent.Agent.hidden_size = 32\n"
+        "agent.Agent.critic_network_cls = @super_sac.nets.mlps.ContinuousCritic\n"
+        "agent.Agent.actor_network_cls = @super_sac.nets.mlps.ContinuousStochasticActor\n"
+        "main.super_sac.batch_size = 32\n"
+        "main.super_sac.random_warmup_steps = 50\n"
+        "main.super_sac.eval_episodes = 1\n"
+        "main.super_sac.verbosity = 0\n"
+        "main.super_sac.max_episode_steps = 20\n"
+        "replay.ReplayBuffer.size = 1000\n"
+    )
+    summary = train_gym.main(["--config", str(cfg), "--steps", "100", "--logging", "none"])
+    assert summary["env_steps"] == 100 and summary["critic_updates"] == 50
+
+
+def test_unknown_gin_binding_names_the_fix():
+    with pytest.raises(GinConfigError, match="Did you mean 'batch_size'"):
+        parse_gin(bindings=["super_sac.batchsize = 3"])
+    with pytest.raises(GinConfigError, match="Did you mean.*ContinuousCritic"):
+        parse_gin(bindings=["Agent.critic_network_cls = @ContinuousCritc"])
+    with pytest.raises(FileNotFoundError, match="nope.gin"):
+        parse_gin(["nope.gin"])
+
+
+def test_same_seed_gives_identical_parameters():
+    def params():
+        summary = _train("sac.gin", steps=200, extra=["super_sac.save_to_disk = True"])
+        agent = Agent(1, nets.FlatEncoder(3), hidden_size=32)
+        agent.load(summary["run_dir"])
+        return agent.state_dict()
+
+    first, second = params(), params()
+    for k in first:
+        assert torch.equal(first[k], second[k]), k
+
+
+# ----------------------------------------------------------------------------- semantics
+
+
+class CountingEnv(gym.Env):
+    """obs = [t]; terminates when t reaches ``terminate_at``; reward = t."""
+
+    def __init__(self, terminate_at=None):
+        self.observation_space = spaces.Box(-np.inf, np.inf, (1,), np.float32)
+        self.action_space = spaces.Box(-1.0, 1.0, (1,), np.float32)
+        self.terminate_at = terminate_at
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        terminated = self.terminate_at is not None and self.t >= self.terminate_at
+        return np.array([self.t], np.float32), float(self.t), terminated, False, {}
+
+
+def _counting_trainer(terminate_at=None, time_limit=None, n_step=1, **cfg):
+    def make():
+        env = CountingEnv(terminate_at)
+        if time_limit:
+            env = gym.wrappers.TimeLimit(env, time_limit)
+        return SimpleGymWrapper(env)
+
+    agent = Agent(1, nets.FlatEncoder(1), hidden_size=8)
+    buffer = ReplayBuffer(100, verbose=False)
+    config = TrainConfig(
+        random_warmup_steps=100,
+        save_to_disk=False,
+        log_to_disk=False,
+        verbosity=0,
+        n_step=n_step,
+        gamma=0.5,
+        **cfg,
+    )
+    trainer = Trainer(agent, buffer, make(), make(), config)
+    trainer.reset_envs()
+    return trainer
+
+
+def _stored(buffer):
+    n = len(buffer)
+    return (
+        buffer._obs["obs"][:n, 0],
+        buffer._next_obs["obs"][:n, 0],
+        buffer._done[:n],
+        buffer._discount[:n],
+        buffer._reward[:n],
+    )
+
+
+def test_truncation_bootstraps_from_the_true_final_observation():
+    trainer = _counting_trainer(time_limit=3)
+    trainer.collect(7)
+    obs, next_obs, done, _, _ = _stored(trainer.buffer)
+    assert obs.tolist() == [0, 1, 2, 0, 1, 2, 0]
+    assert next_obs.tolist() == [1, 2, 3, 1, 2, 3, 1]  # 3 is the final obs, not the reset obs 0
+    assert done.tolist() == [0] * 7  # truncation never stops bootstrapping
+    assert trainer.episodes == 2
+
+
+def test_termination_stops_bootstrapping_and_dones_can_be_overridden():
+    trainer = _counting_trainer(terminate_at=2)
+    trainer.collect(4)
+    assert _stored(trainer.buffer)[2].tolist() == [0, 1, 0, 1]
+    trainer = _counting_trainer(terminate_at=2, ignore_all_dones=True)
+    trainer.collect(4)
+    assert _stored(trainer.buffer)[2].tolist() == [0, 0, 0, 0]
+    trainer = _counting_trainer(terminate_at=2, infinite_bootstrap=True, max_episode_steps=2)
+    trainer.collect(2)
+    assert _stored(trainer.buffer)[2].tolist() == [0, 0]
+
+
+def test_nstep_transitions_in_the_loop():
+    trainer = _counting_trainer(terminate_at=3, n_step=2)
+    trainer.collect(3)
+    obs, next_obs, done, discount, reward = _stored(trainer.buffer)
+    # rewards 1, 2, 3 (terminal at t=3), gamma 0.5, n=2
+    assert obs.tolist() == [0, 1, 2]
+    assert reward.tolist() == [1 + 0.5 * 2, 2 + 0.5 * 3, 3]
+    assert next_obs.tolist() == [2, 3, 3]
+    assert done.tolist() == [0, 1, 1]
+    assert discount.tolist() == [0.25, 0.25, 0.5]
+
+
+def test_parallel_envs_collect_with_final_observations():
+    venv = gym.vector.SyncVectorEnv(
+        [lambda: SimpleGymWrapper(gym.wrappers.TimeLimit(CountingEnv(), 2))] * 2,
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+    agent = Agent(1, nets.FlatEncoder(1), hidden_size=8)
+    config = TrainConfig(
+        random_warmup_steps=100,
+        save_to_disk=False,
+        log_to_disk=False,
+        verbosity=0,
+        transitions_per_online_step=2,
+    )
+    trainer = Trainer(
+        agent, ReplayBuffer(100, verbose=False), venv, SimpleGymWrapper(CountingEnv()), config
+    )
+    trainer.reset_envs()
+    trainer.collect(6)
+    obs, next_obs, *_ = _stored(trainer.buffer)
+    assert obs.tolist() == [0, 0, 1, 1, 0, 0]
+    assert next_obs.tolist() == [1, 1, 2, 2, 1, 1]
+    assert trainer.env_steps == 6
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def _run(agent=None, train_env=None, test_env=None, **kwargs):
+    env = make_gym_env("Pendulum-v1")
+    agent = agent or Agent(1, nets.FlatEncoder(3), hidden_size=8)
+    kwargs = {
+        "num_steps_online": 1,
+        "save_to_disk": False,
+        "log_to_disk": False,
+        "verbosity": 0,
+        "random_warmup_steps": 0,
+        **kwargs,
+    }
+    return super_sac.super_sac(
+        agent, ReplayBuffer(100, verbose=False), train_env or env, test_env or env, **kwargs
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"target_critic_ensemble_n": 3}, "target_critic_ensemble_n = 3.*exceeds"),
+        ({"n_step": 0}, "n_step = 0: must be >= 1"),
+        ({"gamma": 1.5}, "gamma"),
+        ({"logging_method": "csv", "log_to_disk": True}, "logging_method = 'csv'"),
+        ({"random_warmup_steps": 1000}, "random_warmup_steps = 1000.*buffer"),
+        ({"alpha_lr": 1e-3, "init_alpha": 0.0}, "init_alpha"),
+        ({"actor_q_reduction": "max"}, "actor_q_reduction"),
+    ],
+)
+def test_bad_settings_fail_before_training(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        _run(**kwargs)
+
+
+def test_deterministic_actor_combinations():
+    agent = Agent(
+        1,
+        nets.FlatEncoder(3),
+        hidden_size=8,
+        actor_network_cls=super_sac.nets.mlps.ContinuousDeterministicActor,
+    )
+    with pytest.raises(ConfigError, match="deterministic.*init_alpha = 0 and alpha_lr = 0"):
+        _run(agent=agent)
+    with pytest.raises(ConfigError, match="use_exploration_process = True"):
+        _run(agent=agent, init_alpha=0.0, alpha_lr=0.0)
+
+
+def test_wandb_without_account_names_the_variables(monkeypatch):
+    monkeypatch.delenv("SSAC_WANDB_ACCOUNT", raising=False)
+    monkeypatch.delenv("SSAC_WANDB_PROJECT", raising=False)
+    with pytest.raises(ValueError, match="SSAC_WANDB_ACCOUNT.*SSAC_WANDB_PROJECT"):
+        _run(logging_method="wandb", log_to_disk=True)
+
+
+def test_non_dict_observations_need_a_wrapper():
+    env = NormActionSpace(gym.make("Pendulum-v1"))
+    with pytest.raises(ConfigError, match="SimpleGymWrapper"):
+        _run(train_env=env, test_env=env)
+
+
+def test_unbounded_and_unnormalised_action_spaces():
+    class Unbounded(CountingEnv):
+        def __init__(self):
+            super().__init__()
+            self.action_space = spaces.Box(-np.inf, np.inf, (1,), np.float32)
+
+    env = SimpleGymWrapper(Unbounded())
+    agent = Agent(1, nets.FlatEncoder(1), hidden_size=8)
+    with pytest.raises(ConfigError, match="unbounded action space"):
+        _run(agent=agent, train_env=env, test_env=env)
+    with pytest.raises(ValueError, match="unbounded"):
+        NormActionSpace(Unbounded())
+    raw = SimpleGymWrapper(gym.make("Pendulum-v1"))  # actions in [-2, 2]
+    with pytest.raises(ConfigError, match="NormActionSpace"):
+        _run(train_env=raw, test_env=raw)
+
+
+def test_wrong_action_size_and_unimplemented_loop_features():
+    with pytest.raises(ConfigError, match="act_space_size=1"):
+        _run(agent=Agent(2, nets.FlatEncoder(3), hidden_size=8))
+    with pytest.raises(NotImplementedError, match="num_steps_offline.*offline"):
+        _run(num_steps_offline=10)
+    with pytest.raises(NotImplementedError, match="augmenter"):
+        _run(augmenter=object())
+
+
+def test_vector_env_in_next_step_mode_is_rejected():
+    venv = gym.vector.SyncVectorEnv([lambda: make_gym_env("Pendulum-v1")])
+    with pytest.raises(ConfigError, match="SAME_STEP"):
+        _run(train_env=venv, test_env=make_gym_env("Pendulum-v1"))
+
+
+def test_norm_action_space_rescales_to_env_bounds():
+    env = NormActionSpace(gym.make("Pendulum-v1"))
+    assert env.action_space.low.tolist() == [-1.0] and env.action_space.high.tolist() == [1.0]
+    assert env.action(np.array([1.0], np.float32)).tolist() == [2.0]
+    assert env.action(np.array([-0.5], np.float32)).tolist() == [-1.0]
