@@ -523,6 +523,8 @@ class Trainer:
     def evaluate(self) -> dict[str, float]:
         """Run the evaluation episodes and remember the best return."""
         cfg = self.cfg
+        if cfg.eval_episodes == 0:
+            return {}
         result = evaluate_agent(
             self.agent, self.test_env, cfg.eval_episodes, cfg.max_episode_steps, cfg.render
         )
@@ -625,8 +627,8 @@ class Trainer:
             if self.env_steps > cfg.random_warmup_steps and len(self.buffer) > 0:
                 self.update()
             if self.step % cfg.eval_interval == 0:
-                self.evaluate()
-                bar.set_postfix(eval_return=f"{self.last_eval['return_mean']:.1f}")
+                if self.evaluate():
+                    bar.set_postfix(eval_return=f"{self.last_eval['return_mean']:.1f}")
             if self.step % cfg.log_interval == 0:
                 self.log(time.perf_counter() - start)
             if self.step % cfg.save_interval == 0:

@@ -348,3 +348,8 @@ def test_norm_action_space_rescales_to_env_bounds():
     assert env.action_space.low.tolist() == [-1.0] and env.action_space.high.tolist() == [1.0]
     assert env.action(np.array([1.0], np.float32)).tolist() == [2.0]
     assert env.action(np.array([-0.5], np.float32)).tolist() == [-1.0]
+
+
+def test_zero_eval_episodes_skips_evaluation():
+    summary = _run(eval_episodes=0, num_steps_online=3)
+    assert summary["eval_history"] == [] and np.isnan(summary["final_eval_return"])
