@@ -1,7 +1,7 @@
 """super_sac: one off-policy actor-critic loop that recovers DDPG, TD3, SAC and their relatives
 as gin settings."""
 
-from super_sac import agent, learning, learning_utils, main, nets, replay, wrappers
+from super_sac import agent, checkpoint, learning, learning_utils, main, nets, replay, wrappers
 from super_sac.agent import Agent
 from super_sac.main import super_sac
 from super_sac.nets import Encoder
@@ -15,6 +15,7 @@ __all__ = [
     "Encoder",
     "ReplayBuffer",
     "agent",
+    "checkpoint",
     "get_device",
     "learning",
     "learning_utils",

@@ -24,10 +24,12 @@ class NullLogger:
 class TensorboardLogger(NullLogger):
     """Scalars to ``torch.utils.tensorboard`` event files in the run directory."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, purge_step: int | None = None) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        self.writer = SummaryWriter(log_dir=str(run_dir))
+        # purge_step: a resumed run drops the events its crashed predecessor logged after the
+        # checkpoint, so the curves continue without a doubled stretch.
+        self.writer = SummaryWriter(log_dir=str(run_dir), purge_step=purge_step)
         self.where = f"{run_dir} (tensorboard --logdir {run_dir.parent})"
 
     def log(self, metrics: dict[str, float], step: int) -> None:
@@ -93,12 +95,17 @@ def make_logger(
     config: dict[str, Any],
     wandb_entity: str | None = None,
     wandb_project: str | None = None,
+    purge_step: int | None = None,
 ) -> NullLogger:
-    """Build the logger named by ``method`` (one of :data:`LOGGING_METHODS`)."""
+    """Build the logger named by ``method`` (one of :data:`LOGGING_METHODS`).
+
+    :param purge_step: for a resumed run, the step from which earlier tensorboard events are
+        discarded.
+    """
     if method == "none" or run_dir is None:
         return NullLogger()
     if method == "tensorboard":
-        return TensorboardLogger(run_dir)
+        return TensorboardLogger(run_dir, purge_step)
     if method == "wandb":
         entity, project = resolve_wandb_target(wandb_entity, wandb_project)
         return WandbLogger(run_dir, entity, project, name, config)

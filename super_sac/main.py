@@ -11,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import shutil
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,15 +22,14 @@ import gin
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from tqdm.auto import tqdm
 
-from super_sac import learning
+from super_sac import checkpoint, learning
 from super_sac import learning_utils as lu
 from super_sac.agent import Agent
 from super_sac.evaluation import evaluate_agent
-from super_sac.loggers import LOGGING_METHODS, NullLogger, make_logger, resolve_wandb_target
+from super_sac.loggers import NullLogger, make_logger
 from super_sac.replay import NStepQueue, ReplayBuffer
 from super_sac.utils import atomic_write_json, atomic_write_text, make_run_dir, set_seed
 
@@ -107,189 +108,34 @@ class TrainConfig:
     save_best: bool = False
     verbosity: int = 1
     seed: int | None = None
+    checkpoint_interval: int = 10_000
+    keep_checkpoints: int = 2
+    resume: bool | str = False
+    run_info: dict[str, Any] | None = None
 
 
-# Settings of features that other parts of the roadmap add; each must stay at its default here.
-_NOT_YET = {
-    "num_steps_offline": (0, "the offline (AFBC) phase"),
-    "bc_warmup_steps": (0, "the behavioral cloning phase"),
-    "use_afbc_update_online": (False, "advantage-filtered BC actor updates"),
-    "afbc_per": (False, "advantage-prioritized actor batches"),
-    "pop": (False, "PopArt normalisation"),
-    "dr3_coeff": (0.0, "the DR3 regulariser"),
-    "inverse_markov_coeff": (0.0, "Markov state abstraction losses"),
-    "contrastive_markov_coeff": (0.0, "Markov state abstraction losses"),
-    "smoothness_markov_coeff": (0.0, "Markov state abstraction losses"),
-    "weighted_bellman_temp": (None, "SUNRISE weighted Bellman backups"),
-    "augmenter": (None, "data augmentation"),
-    "encoder_lambda": (0.0, "augmentation-invariance regularisation"),
-    "actor_lambda": (0.0, "augmentation-invariance regularisation"),
-}
+from super_sac.validation import ConfigError, validate_config  # noqa: E402,F401
 
 
-class ConfigError(ValueError):
-    """A setting (or a combination of settings) that cannot work; raised before training."""
-
-
-def _err(binding: str, problem: str, fix: str) -> ConfigError:
-    return ConfigError(f"super_sac.{binding}: {problem}. Fix: {fix}")
-
-
-def validate_config(
-    cfg: TrainConfig, agent: Agent, buffer: ReplayBuffer, train_env: Any, test_env: gym.Env
-) -> None:
-    """Reject settings that cannot work, with messages naming the binding and the fix."""
-    for key, (default, feature) in _NOT_YET.items():
-        value = getattr(cfg, key)
-        if value != default and not (key == "weighted_bellman_temp" and value == 0):
-            raise NotImplementedError(
-                f"super_sac.{key} = {value!r} needs {feature}, which this version of super_sac "
-                f"does not implement yet. Fix: leave super_sac.{key} at {default!r}."
-            )
-    positive = (
-        "num_steps_online",
-        "critic_updates_per_step",
-        "pg_actor_updates_per_step",
-        "transitions_per_online_step",
-        "batch_size",
-        "target_delay",
-        "actor_delay",
-        "eval_interval",
-        "log_interval",
-        "save_interval",
-        "n_step",
-        "target_critic_ensemble_n",
-    )
-    for key in positive:
-        if getattr(cfg, key) < 1:
-            raise _err(f"{key} = {getattr(cfg, key)}", "must be >= 1", f"set {key} to 1 or more")
-    for key in ("random_warmup_steps", "eval_episodes", "exploration_param_anneal"):
-        if getattr(cfg, key) < 0:
-            raise _err(f"{key} = {getattr(cfg, key)}", "must be >= 0", "use a non-negative value")
-    if not 0.0 <= cfg.gamma <= 1.0:
-        raise _err(f"gamma = {cfg.gamma}", "the discount must lie in [0, 1]", "use e.g. 0.99")
-    for key in ("mlp_tau", "encoder_tau"):
-        if not 0.0 < getattr(cfg, key) <= 1.0:
-            raise _err(f"{key} = {getattr(cfg, key)}", "must lie in (0, 1]", "use e.g. 0.005")
-    if cfg.target_critic_ensemble_n > agent.num_critics:
-        raise _err(
-            f"target_critic_ensemble_n = {cfg.target_critic_ensemble_n}",
-            f"exceeds Agent.num_critics = {agent.num_critics}",
-            "set target_critic_ensemble_n <= Agent.num_critics (2 of 2 for SAC/TD3, "
-            "2 of 10 for REDQ)",
-        )
-    if cfg.actor_q_reduction not in lu.CRITIC_REDUCTIONS:
-        raise _err(
-            f"actor_q_reduction = {cfg.actor_q_reduction!r}",
-            "unknown reduction",
-            f"choose one of {lu.CRITIC_REDUCTIONS}",
-        )
-    if cfg.logging_method not in LOGGING_METHODS:
-        raise _err(
-            f"logging_method = {cfg.logging_method!r}",
-            "unknown logging method",
-            f"choose one of {LOGGING_METHODS}",
-        )
-    if cfg.logging_method == "wandb" and cfg.log_to_disk:
-        resolve_wandb_target(cfg.wandb_entity, cfg.wandb_project)
-    if not cfg.use_pg_update_online:
-        raise _err(
-            "use_pg_update_online = False",
-            "no actor update would run online (AFBC online updates are not implemented yet)",
-            "set use_pg_update_online = True",
-        )
-    if buffer.size < cfg.random_warmup_steps:
-        raise _err(
-            f"random_warmup_steps = {cfg.random_warmup_steps}",
-            f"exceeds the replay buffer's size ({buffer.size}), so warm-up data would be "
-            "overwritten before training starts",
-            "enlarge the buffer or warm up for less",
-        )
-    if agent.stochastic:
-        if cfg.alpha_lr > 0 and cfg.init_alpha <= 0:
-            raise _err(
-                f"init_alpha = {cfg.init_alpha}",
-                "automatic entropy tuning (alpha_lr > 0) needs a positive initial alpha",
-                "set init_alpha > 0, or alpha_lr = 0 to disable tuning",
-            )
-    else:
-        if cfg.init_alpha != 0 or cfg.alpha_lr != 0:
-            raise _err(
-                f"init_alpha = {cfg.init_alpha}, alpha_lr = {cfg.alpha_lr}",
-                f"the actor {type(agent.actor).__name__} is deterministic and has no entropy",
-                "set init_alpha = 0 and alpha_lr = 0 (as ddpg.gin and td3.gin do), or use "
-                "ContinuousStochasticActor",
-            )
-        if not cfg.use_exploration_process:
-            raise _err(
-                "use_exploration_process = False",
-                "a deterministic actor would never explore",
-                "set use_exploration_process = True (Gaussian action noise)",
-            )
-    _validate_envs(cfg, agent, train_env, test_env)
-
-
-def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym.Env) -> None:
-    for label, env in (("train_env", train_env), ("test_env", test_env)):
-        obs_space = getattr(env, "single_observation_space", env.observation_space)
-        act_space = getattr(env, "single_action_space", env.action_space)
-        if not isinstance(obs_space, spaces.Dict):
-            raise ConfigError(
-                f"{label} returns {type(obs_space).__name__} observations, but super_sac needs "
-                "dict observations. Fix: wrap the env with super_sac.wrappers.SimpleGymWrapper "
-                "(Box -> {'obs': ...}) or your own ObservationWrapper returning a dict."
-            )
-        if isinstance(act_space, spaces.Discrete):
-            raise NotImplementedError(
-                f"{label} has a Discrete action space, which needs SAC-Discrete; this version "
-                "of super_sac does not implement it yet."
-            )
-        if not isinstance(act_space, spaces.Box):
-            raise ConfigError(f"{label} action space {act_space} is not a Box")
-        if not (np.all(np.isfinite(act_space.low)) and np.all(np.isfinite(act_space.high))):
-            raise ConfigError(
-                f"{label} has an unbounded action space {act_space}. Fix: give the env finite "
-                "action bounds, then wrap it with super_sac.wrappers.NormActionSpace."
-            )
-        if not (np.allclose(act_space.low, -1.0) and np.allclose(act_space.high, 1.0)):
-            raise ConfigError(
-                f"{label} action bounds are [{act_space.low}, {act_space.high}], but the library "
-                "acts in [-1, 1]. Fix: wrap the env with super_sac.wrappers.NormActionSpace."
-            )
-        if int(np.prod(act_space.shape)) != agent.act_space_size:
-            raise ConfigError(
-                f"{label} has {int(np.prod(act_space.shape))} action dimensions but "
-                f"Agent.act_space_size = {agent.act_space_size}. Fix: build the Agent with "
-                f"act_space_size={int(np.prod(act_space.shape))}."
-            )
-    num_envs = getattr(train_env, "num_envs", 1)
-    if cfg.transitions_per_online_step % num_envs:
-        raise _err(
-            f"transitions_per_online_step = {cfg.transitions_per_online_step}",
-            f"is not a multiple of the {num_envs} parallel envs",
-            f"use a multiple of {num_envs}",
-        )
-    if isinstance(train_env, gym.vector.VectorEnv):
-        mode = train_env.metadata.get("autoreset_mode")
-        if mode not in (AutoresetMode.SAME_STEP, AutoresetMode.SAME_STEP.value):
-            raise ConfigError(
-                f"train_env is a vector env with autoreset mode {mode}; super_sac reads the "
-                "true final observation of every episode from the same step. Fix: build it with "
-                "autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP."
-            )
+class NonFiniteError(FloatingPointError):
+    """A loss or parameter became NaN or infinite; training stops instead of going on silently."""
 
 
 def as_vector_env(env: gym.Env | gym.vector.VectorEnv) -> gym.vector.VectorEnv:
-    """A single env becomes a one-env ``SyncVectorEnv`` in ``SAME_STEP`` autoreset mode."""
+    """A single env becomes a one-env ``SyncVectorEnv`` whose episodes the loop resets itself."""
     if isinstance(env, gym.vector.VectorEnv):
         return env
-    return gym.vector.SyncVectorEnv([lambda: env], autoreset_mode=AutoresetMode.SAME_STEP)
+    return gym.vector.SyncVectorEnv([lambda: env], autoreset_mode=AutoresetMode.DISABLED)
+
+
+def _autoreset_mode(env: gym.vector.VectorEnv) -> AutoresetMode:
+    return AutoresetMode(env.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP))
 
 
 def _final_observations(
     next_obs: dict[str, np.ndarray], info: dict[str, Any], ended: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """Replace the reset observations of envs that just ended by their true final ones."""
+    """SAME_STEP autoreset: replace the reset observations of ended envs by their final ones."""
     if not ended.any():
         return next_obs
     out = {k: v.copy() for k, v in next_obs.items()}
@@ -300,8 +146,20 @@ def _final_observations(
     return out
 
 
+def _episode_seed(base: int, env_index: int, episode_index: int) -> int:
+    """A well-mixed seed for episode ``episode_index`` of env ``env_index``."""
+    return int(np.random.SeedSequence([base, env_index, episode_index]).generate_state(1)[0])
+
+
 class Trainer:
-    """The parts of one training run. Build it with :func:`super_sac`."""
+    """The parts of one training run. Build it with :func:`super_sac`.
+
+    Episodes of the training envs are started by the loop itself (autoreset ``DISABLED``), each
+    with a seed derived from the run's seed, the env's index and the episode's index, and the
+    actions of every running episode are recorded. A resumed run rebuilds each env's state by
+    resetting it with that seed and replaying those actions, which is exact for envs that are
+    deterministic given their seed and actions.
+    """
 
     def __init__(
         self,
@@ -315,12 +173,12 @@ class Trainer:
         self.agent = agent
         self.buffer = buffer
         self.env = as_vector_env(train_env)
+        self.autoreset = _autoreset_mode(self.env)
         self.test_env = test_env
         self.device = agent.device
         self.num_envs = self.env.num_envs
-        self.np_rng = np.random.default_rng(
-            cfg.seed if cfg.seed is not None else np.random.randint(2**31 - 1)
-        )
+        self.base_seed = cfg.seed if cfg.seed is not None else int(np.random.randint(2**31 - 1))
+        self.np_rng = np.random.default_rng(self.base_seed)
         self.target_agent = learning.make_target_agent(agent)
         self._build_optimizers()
         self.noise = lu.GaussianExplorationNoise(
@@ -330,18 +188,23 @@ class Trainer:
         self.buffer.allocate(self.env.single_observation_space, self.env.single_action_space)
         if cfg.seed is not None:
             self.buffer.seed(cfg.seed)
-        # counters
+        # counters and history (all of it goes into checkpoints)
+        self.phase = "online"
         self.step = 0
         self.env_steps = 0
         self.critic_updates = 0
         self.actor_updates = 0
         self.episodes = 0
+        self.evaluations = 0
+        self.wall_seconds = 0.0
         self.best_return = -math.inf
         self.last_eval: dict[str, float] = {}
         self.eval_history: list[dict[str, float]] = []
         self.last_logs: dict[str, torch.Tensor] = {}
         self.recent_returns: list[float] = []
-        self.phase = "online"
+        self._losses_finite = torch.ones((), dtype=torch.bool, device=self.device)
+        self.last_checkpoint: Path | None = None
+        self._session_start = (0, 0, time.perf_counter())
         # the run directory and logger are made by ``open_run``
         self.run_dir: Path | None = None
         self.logger: NullLogger = NullLogger()
@@ -378,18 +241,29 @@ class Trainer:
         self._actor_pairs = (lu.params_of(tgt.actor), lu.params_of(agent.actor))
 
     def open_run(self) -> None:
-        """Create the run directory, write the configuration and start the logger."""
+        """Create (or, when resuming, reopen) the run directory and start the logger."""
         cfg = self.cfg
-        if not (cfg.save_to_disk or cfg.log_to_disk):
+        if cfg.resume:
+            self.run_dir = resolve_resume_dir(cfg)
+        elif cfg.save_to_disk or cfg.log_to_disk:
+            base = cfg.base_save_path or os.environ.get("SSAC_SAVE", "./saves")
+            self.run_dir = make_run_dir(base, cfg.name)
+        if self.run_dir is None:
             return
-        base = cfg.base_save_path or os.environ.get("SSAC_SAVE", "./saves")
-        self.run_dir = make_run_dir(base, cfg.name)
-        atomic_write_text(
-            self.run_dir / "config.gin",
-            gin.operative_config_str() or "# no gin bindings were used for this run\n",
+        check_writable(
+            self.run_dir,
+            self.estimated_checkpoint_bytes() * (cfg.keep_checkpoints + 1)
+            if cfg.save_to_disk
+            else 0,
         )
+        config_text = gin.operative_config_str() or "# no gin bindings were used for this run\n"
+        atomic_write_text(self.run_dir / "config.gin", config_text)
         atomic_write_json(self.run_dir / "hparams.json", self.hparams())
-        if cfg.log_to_disk:
+
+    def start_logger(self) -> None:
+        """Open the logger; a resumed tensorboard log drops events after the checkpoint."""
+        cfg = self.cfg
+        if cfg.log_to_disk and self.run_dir is not None:
             self.logger = make_logger(
                 cfg.logging_method,
                 self.run_dir,
@@ -397,6 +271,7 @@ class Trainer:
                 config=self.hparams(),
                 wandb_entity=cfg.wandb_entity,
                 wandb_project=cfg.wandb_project,
+                purge_step=self.env_steps if cfg.resume else None,
             )
 
     def hparams(self) -> dict[str, Any]:
@@ -406,6 +281,10 @@ class Trainer:
         out["buffer_size"] = self.buffer.size
         out["num_envs"] = self.num_envs
         return out
+
+    def estimated_checkpoint_bytes(self) -> int:
+        params = sum(p.numel() * p.element_size() for p in self.agent.parameters())
+        return int(self.buffer.memory_bytes + 4 * params)  # agent, target, two Adam moments
 
     # ------------------------------------------------------------------ collect
     @property
@@ -429,6 +308,8 @@ class Trainer:
         for _ in range(num_transitions // self.num_envs):
             action = self._choose_actions(self.obs)
             next_obs, reward, terminated, truncated, info = self.env.step(action)
+            for i in range(self.num_envs):
+                self.episode_actions[i].append(action[i])
             self.episode_len += 1
             self.episode_return += reward
             ended = terminated | truncated
@@ -437,27 +318,43 @@ class Trainer:
                 learn_terminated[:] = False
             elif cfg.infinite_bootstrap and cfg.max_episode_steps is not None:
                 learn_terminated &= self.episode_len < cfg.max_episode_steps
-            true_next = _final_observations(next_obs, info, ended)
+            if self.autoreset is AutoresetMode.SAME_STEP:
+                true_next = _final_observations(next_obs, info, ended)
+            else:
+                true_next = next_obs
             out = self.nstep.push(self.obs, action, reward, true_next, learn_terminated, ended)
             if out is not None:
                 self.buffer.push(**out)
-            for i in np.flatnonzero(ended):
-                self.recent_returns.append(float(self.episode_return[i]))
-                self.episodes += 1
-            self.episode_return[ended] = 0.0
-            self.episode_len[ended] = 0
+            if ended.any():
+                next_obs = self._end_episodes(ended, next_obs)
             self.obs = next_obs
             self.env_steps += self.num_envs
             self.noise.advance(self.num_envs)
 
+    def _end_episodes(self, ended: np.ndarray, next_obs: dict[str, np.ndarray]) -> dict:
+        for i in np.flatnonzero(ended):
+            self.recent_returns.append(float(self.episode_return[i]))
+            self.episodes += 1
+            self.episode_index[i] += 1
+            self.episode_actions[i] = []
+        self.episode_return[ended] = 0.0
+        self.episode_len[ended] = 0
+        if self.autoreset is AutoresetMode.SAME_STEP:
+            return next_obs  # the vector env has reset them already
+        seeds = [self._seed_of(i) if ended[i] else None for i in range(self.num_envs)]
+        obs, _ = self.env.reset(seed=seeds, options={"reset_mask": ended.copy()})
+        return obs
+
+    def _seed_of(self, env_index: int) -> int:
+        return _episode_seed(self.base_seed, env_index, int(self.episode_index[env_index]))
+
     def reset_envs(self) -> None:
-        """Start the first episodes (seeded when a seed was given)."""
-        self.obs, _ = self.env.reset(seed=self.cfg.seed)
+        """Start the first episode of every env, and seed the evaluation env."""
         self.episode_return = np.zeros(self.num_envs, dtype=np.float64)
         self.episode_len = np.zeros(self.num_envs, dtype=np.int64)
-        if self.cfg.seed is not None:
-            self.env.action_space.seed(self.cfg.seed)
-            self.test_env.reset(seed=self.cfg.seed + 10_000)
+        self.episode_index = np.zeros(self.num_envs, dtype=np.int64)
+        self.episode_actions: list[list[np.ndarray]] = [[] for _ in range(self.num_envs)]
+        self.obs, _ = self.env.reset(seed=[self._seed_of(i) for i in range(self.num_envs)])
 
     # ------------------------------------------------------------------ update
     def _sample(self):
@@ -485,6 +382,7 @@ class Trainer:
                     target_noise_clip=cfg.exploration_update_clip,
                 )
             )
+            self._track_finite(logs["critic/loss"])
             if self.buffer.prioritized:
                 self.buffer.update_priorities(batch.idxs, logs["critic/abs_td_error"])
             self.critic_updates += 1
@@ -504,6 +402,7 @@ class Trainer:
                         actor_q_reduction=cfg.actor_q_reduction,
                     )
                 )
+                self._track_finite(logs["actor/loss"])
                 if self.alpha_optimizer is not None:
                     logs.update(
                         learning.alpha_update(
@@ -513,18 +412,70 @@ class Trainer:
                             self.target_entropy,
                         )
                     )
+                    self._track_finite(logs["alpha/loss"])
                     alpha = self.alpha
                 self.actor_updates += 1
                 if cfg.use_target_actor:
                     lu.soft_update(*self._actor_pairs, cfg.mlp_tau)
         self.last_logs = logs
 
+    # ------------------------------------------------------------------ fault checks
+    def _track_finite(self, loss: torch.Tensor) -> None:
+        # a device-side flag: no host sync here; it is read by ``check_finite``
+        self._losses_finite = self._losses_finite & torch.isfinite(loss)
+
+    def check_finite(self, params: bool = False) -> None:
+        """Stop with :class:`NonFiniteError` if a loss (or, with ``params``, a weight) is NaN/inf.
+
+        Losses are checked every step on the CPU and every ``log_interval`` steps on a GPU (to
+        avoid a host sync per update); parameters at every log and before every checkpoint.
+        A diagnostic snapshot (weights and the latest metrics) is written to the run directory.
+        """
+        bad_losses = not bool(self._losses_finite)
+        bad_params = (
+            params
+            and not all(bool(torch.isfinite(p).all()) for p in self.agent.parameters())
+            or not math.isfinite(float(self.log_alpha.detach()) if self.cfg.init_alpha > 0 else 0)
+        )
+        if not (bad_losses or bad_params):
+            return
+        values = {k: float(v.float().mean()) for k, v in self.last_logs.items()}
+        culprits = [k for k, v in values.items() if not math.isfinite(v)] or (
+            ["agent parameters"] if bad_params else ["a loss since the last check"]
+        )
+        snapshot = self._write_diagnostics(values)
+        raise NonFiniteError(
+            f"non-finite {', '.join(culprits)} at online step {self.step} "
+            f"(env step {self.env_steps}). Training stopped. Last checkpoint: "
+            f"{self.last_checkpoint or 'none'}; diagnostic snapshot: {snapshot or 'not saved'}. "
+            "Lower the learning rates, clip gradients (actor_clip/critic_clip) or check the "
+            "rewards and observations for NaN/inf, then resume from the checkpoint."
+        )
+
+    def _write_diagnostics(self, values: dict[str, float]) -> Path | None:
+        if self.run_dir is None:
+            return None
+        folder = self.run_dir / "diagnostics" / f"step_{self.step}"
+        self.agent.save(folder)
+        atomic_write_json(
+            folder / "metrics.json",
+            {
+                "step": self.step,
+                "env_steps": self.env_steps,
+                "metrics": values,
+                "alpha": float(self.alpha),
+            },
+        )
+        return folder
+
     # ------------------------------------------------------------------ evaluate / log / save
     def evaluate(self) -> dict[str, float]:
-        """Run the evaluation episodes and remember the best return."""
+        """Run the evaluation episodes (seeded per evaluation) and remember the best return."""
         cfg = self.cfg
         if cfg.eval_episodes == 0:
             return {}
+        self.test_env.reset(seed=_episode_seed(self.base_seed, -1 % 2**31, self.evaluations))
+        self.evaluations += 1
         result = evaluate_agent(
             self.agent, self.test_env, cfg.eval_episodes, cfg.max_episode_steps, cfg.render
         )
@@ -552,7 +503,8 @@ class Trainer:
                 "schedule/exploration_std": self.noise.std,
                 "schedule/alpha": float(self.alpha),
                 "schedule/buffer_size": float(len(self.buffer)),
-                "perf/env_steps_per_s": self.env_steps / max(elapsed, 1e-9),
+                "perf/env_steps_per_s": (self.env_steps - self._session_start[0])
+                / max(elapsed, 1e-9),
             }
         )
         if self.recent_returns:
@@ -565,8 +517,163 @@ class Trainer:
         if self.cfg.save_to_disk and self.run_dir is not None:
             self.agent.save(self.run_dir)
 
-    def summary(self, wall: float) -> dict[str, Any]:
+    # ------------------------------------------------------------------ checkpoints
+    def signature(self) -> dict[str, Any]:
+        """What a checkpoint must share with this run to be resumed by it."""
+        sig = dict(self.agent._signature())
+        sig.update(
+            {
+                "buffer_size": self.buffer.size,
+                "buffer_prioritized": self.buffer.prioritized,
+                "observation_keys": sorted(self.env.single_observation_space.spaces),
+                "observation_shapes": {
+                    k: list(v.shape) for k, v in self.env.single_observation_space.spaces.items()
+                },
+                "action_shape": list(self.env.single_action_space.shape),
+                "num_envs": self.num_envs,
+                "n_step": self.cfg.n_step,
+            }
+        )
+        return sig
+
+    def state_dict(self) -> dict[str, Any]:
+        """The whole training state except the replay data (see :mod:`super_sac.checkpoint`)."""
+        opt = lambda o: o.state_dict() if o is not None else None  # noqa: E731
+        return {
+            "format": checkpoint.FORMAT_VERSION,
+            "signature": self.signature(),
+            "agent": self.agent.state_dict(),
+            "target_agent": self.target_agent.state_dict(),
+            "critic_optimizer": opt(self.critic_optimizer),
+            "actor_optimizer": opt(self.actor_optimizer),
+            "alpha_optimizer": opt(self.alpha_optimizer),
+            "log_alpha": self.log_alpha.detach().clone(),
+            "noise": self.noise.state_dict(),
+            "nstep": self.nstep.state_dict(),
+            "counters": {
+                "phase": self.phase,
+                "step": self.step,
+                "env_steps": self.env_steps,
+                "critic_updates": self.critic_updates,
+                "actor_updates": self.actor_updates,
+                "episodes": self.episodes,
+                "evaluations": self.evaluations,
+                "wall_seconds": self.wall_seconds,
+                "best_return": self.best_return,
+                "base_seed": self.base_seed,
+            },
+            "eval_history": self.eval_history,
+            "episodes_in_progress": {
+                "obs": {k: torch.from_numpy(v.copy()) for k, v in self.obs.items()},
+                "return": torch.from_numpy(self.episode_return.copy()),
+                "len": torch.from_numpy(self.episode_len.copy()),
+                "index": torch.from_numpy(self.episode_index.copy()),
+                "actions": [
+                    torch.from_numpy(
+                        np.array(a, dtype=np.float32).reshape(len(a), self.agent.act_space_size)
+                    )
+                    for a in self.episode_actions
+                ],
+                "recent_returns": list(self.recent_returns),
+            },
+            "rng": checkpoint.capture_rng_states(trainer=self.np_rng, buffer=self.buffer.rng),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output (the buffer is restored separately)."""
+        diffs = checkpoint.describe_differences(state["signature"], self.signature())
+        if diffs:
+            raise checkpoint.CheckpointError(
+                "the checkpoint was written by a run configured differently:\n  "
+                + "\n  ".join(diffs)
+                + "\nResume with the same settings (train_gym.py --resume reads the run's "
+                "config.gin)."
+            )
+        self.agent.load_state_dict(state["agent"])
+        self.target_agent.load_state_dict(state["target_agent"])
+        for name in ("critic_optimizer", "actor_optimizer", "alpha_optimizer"):
+            if getattr(self, name) is not None and state[name] is not None:
+                getattr(self, name).load_state_dict(state[name])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+        self.noise.load_state_dict(state["noise"])
+        self.nstep.load_state_dict(state["nstep"])
+        c = state["counters"]
+        self.phase, self.step, self.env_steps = c["phase"], c["step"], c["env_steps"]
+        self.critic_updates, self.actor_updates = c["critic_updates"], c["actor_updates"]
+        self.episodes, self.evaluations = c["episodes"], c["evaluations"]
+        self.wall_seconds, self.best_return = c["wall_seconds"], c["best_return"]
+        self.base_seed = c["base_seed"]
+        self.eval_history = list(state["eval_history"])
+        self.last_eval = self.eval_history[-1] if self.eval_history else {}
+        ep = state["episodes_in_progress"]
+        self.obs = {k: v.numpy().copy() for k, v in ep["obs"].items()}
+        self.episode_return = ep["return"].numpy().copy()
+        self.episode_len = ep["len"].numpy().copy()
+        self.episode_index = ep["index"].numpy().copy()
+        self.episode_actions = [list(a.numpy()) for a in ep["actions"]]
+        self.recent_returns = list(ep["recent_returns"])
+        checkpoint.restore_rng_states(state["rng"], trainer=self.np_rng, buffer=self.buffer.rng)
+
+    def write_checkpoint(self) -> None:
+        """Check for NaNs, then write the whole state atomically."""
+        if not (self.cfg.save_to_disk and self.run_dir is not None):
+            return
+        self.check_finite(params=True)
+        self.last_checkpoint = checkpoint.write_checkpoint(
+            self.run_dir,
+            self.env_steps,
+            self.state_dict(),
+            self.buffer,
+            keep=self.cfg.keep_checkpoints,
+        )
+
+    def restore(self) -> None:
+        """Load the newest intact checkpoint of the run and rebuild the envs' episodes."""
+        checkpoint.remove_incomplete(self.run_dir)
+        folder, state = checkpoint.load_latest(self.run_dir, self.buffer, self.device)
+        self.reset_envs()  # builds the episode bookkeeping arrays before they are overwritten
+        self.load_state_dict(state)
+        self.last_checkpoint = folder
+        self._replay_episodes()
+
+    def _replay_episodes(self) -> None:
+        """Bring every env back to where the checkpoint was taken (see the class docstring)."""
+        envs = getattr(self.env, "envs", None)
+        if self.autoreset is AutoresetMode.DISABLED and envs is not None:
+            for i, sub in enumerate(envs):
+                obs, _ = sub.reset(seed=self._seed_of(i))
+                for action in self.episode_actions[i]:
+                    obs, *_ = sub.step(action)
+                for k in self.obs:
+                    if not np.array_equal(np.asarray(obs[k]), self.obs[k][i]):
+                        warnings.warn(
+                            f"env {i} did not return to its checkpointed state when its episode "
+                            "was replayed (the env is not deterministic given its seed and "
+                            "actions); the resumed run continues from the replayed state.",
+                            stacklevel=2,
+                        )
+                    self.obs[k][i] = obs[k]
+            return
+        warnings.warn(
+            "this train_env cannot be replayed (it is not a SyncVectorEnv in DISABLED autoreset "
+            "mode): the resumed run starts fresh episodes, so it is not bit-identical to an "
+            "uninterrupted run.",
+            stacklevel=2,
+        )
+        self.nstep.reset()
+        for i in range(self.num_envs):
+            self.episode_index[i] += 1
+            self.episode_actions[i] = []
+        self.episode_return[:] = 0.0
+        self.episode_len[:] = 0
+        self.obs, _ = self.env.reset(seed=[self._seed_of(i) for i in range(self.num_envs)])
+
+    # ------------------------------------------------------------------ summary
+    def summary(self) -> dict[str, Any]:
         final = self.last_eval.get("return_mean", float("nan"))
+        steps0, updates0, t0 = self._session_start
+        session = max(time.perf_counter() - t0, 1e-9)
         return {
             "env_steps": self.env_steps,
             "online_steps": self.step,
@@ -575,10 +682,11 @@ class Trainer:
             "episodes": self.episodes,
             "final_eval_return": final,
             "best_eval_return": self.best_return if self.eval_history else float("nan"),
-            "env_steps_per_s": self.env_steps / max(wall, 1e-9),
-            "updates_per_s": self.critic_updates / max(wall, 1e-9),
-            "wall_seconds": wall,
+            "env_steps_per_s": (self.env_steps - steps0) / session,
+            "updates_per_s": (self.critic_updates - updates0) / session,
+            "wall_seconds": self.wall_seconds,
             "eval_history": self.eval_history,
+            "last_checkpoint": str(self.last_checkpoint) if self.last_checkpoint else None,
             "run_dir": str(self.run_dir) if self.run_dir is not None else None,
         }
 
@@ -606,63 +714,116 @@ class Trainer:
             + entropy,
             f"  exploration noise {cfg.use_exploration_process} "
             f"({cfg.exploration_param_init}->{cfg.exploration_param_final})",
-            f"  logs: {self.logger.where if self.run_dir else 'not saved'}",
+            f"  run directory: {self.run_dir or 'none (nothing saved)'}; logs: {self.logger.where}",
         ]
+        if cfg.resume:
+            lines.append(f"  resumed from {self.last_checkpoint} at online step {self.step}")
         print("\n".join(lines), flush=True)
 
     def run_online(self) -> None:
-        """The online phase: collect, update, evaluate, log and save on their intervals."""
+        """The online phase: collect, update, evaluate, log, save and checkpoint."""
         cfg = self.cfg
+        check_every_step = self.device.type == "cpu"
         start = time.perf_counter()
         bar = tqdm(
             total=cfg.num_steps_online,
+            initial=self.step,
             disable=cfg.verbosity < 1,
             desc="online",
             mininterval=1.0,
             dynamic_ncols=True,
         )
-        for _ in range(cfg.num_steps_online):
+        while self.step < cfg.num_steps_online:
             self.collect(cfg.transitions_per_online_step)
             self.step += 1
             if self.env_steps > cfg.random_warmup_steps and len(self.buffer) > 0:
                 self.update()
-            if self.step % cfg.eval_interval == 0:
-                if self.evaluate():
-                    bar.set_postfix(eval_return=f"{self.last_eval['return_mean']:.1f}")
+                if check_every_step:
+                    self.check_finite()
+            if self.step % cfg.eval_interval == 0 and self.evaluate():
+                bar.set_postfix(eval_return=f"{self.last_eval['return_mean']:.1f}")
             if self.step % cfg.log_interval == 0:
+                self.check_finite(params=True)
                 self.log(time.perf_counter() - start)
             if self.step % cfg.save_interval == 0:
                 self.save()
+            if self.step % cfg.checkpoint_interval == 0:
+                self.write_checkpoint()
             bar.update(1)
         bar.close()
-        if self.step % cfg.eval_interval != 0:
+        if self.step % cfg.eval_interval != 0 or not self.eval_history:
             self.evaluate()
 
+    def run(self) -> dict[str, Any]:
+        """Open (or resume) the run, train through the phases, save, and summarise."""
+        self.open_run()
+        if self.cfg.resume:
+            self.restore()
+        else:
+            self.reset_envs()
+        self.start_logger()
+        if self.cfg.verbosity > 0:
+            self.print_settings()
+        self._session_start = (self.env_steps, self.critic_updates, time.perf_counter())
+        wall_before = self.wall_seconds
+        try:
+            self.run_online()
+            self.check_finite(params=True)
+            self.save()
+            if self.last_checkpoint is None or self.step % self.cfg.checkpoint_interval:
+                self.write_checkpoint()
+        finally:
+            self.logger.close()
+        self.wall_seconds = wall_before + time.perf_counter() - self._session_start[2]
+        summary = self.summary()
+        if self.run_dir is not None:
+            atomic_write_json(self.run_dir / "summary.json", summary)
+        if self.cfg.verbosity > 0:
+            print(
+                f"final evaluation return {summary['final_eval_return']:.2f} "
+                f"(best {summary['best_eval_return']:.2f}) after {summary['env_steps']} env "
+                f"steps, {summary['env_steps_per_s']:.0f} env steps/s"
+                + (f"; logs and weights in {self.run_dir}" if self.run_dir else ""),
+                flush=True,
+            )
+        return summary
 
-def _run(trainer: Trainer) -> dict[str, Any]:
-    cfg = trainer.cfg
-    trainer.open_run()
-    if cfg.verbosity > 0:
-        trainer.print_settings()
-    start = time.perf_counter()
-    try:
-        trainer.reset_envs()
-        trainer.run_online()
-        trainer.save()
-    finally:
-        trainer.logger.close()
-    summary = trainer.summary(time.perf_counter() - start)
-    if trainer.run_dir is not None:
-        atomic_write_json(trainer.run_dir / "summary.json", summary)
-    if cfg.verbosity > 0:
-        print(
-            f"final evaluation return {summary['final_eval_return']:.2f} "
-            f"(best {summary['best_eval_return']:.2f}) after {summary['env_steps']} env steps, "
-            f"{summary['env_steps_per_s']:.0f} env steps/s"
-            + (f"; logs and weights in {trainer.run_dir}" if trainer.run_dir else ""),
-            flush=True,
+
+def resolve_resume_dir(cfg: TrainConfig) -> Path:
+    """``resume`` as a path, or ``True``: the newest ``<name>_<i>`` under the save path."""
+    if isinstance(cfg.resume, (str, os.PathLike)):
+        run_dir = Path(cfg.resume)
+        if not run_dir.is_dir():
+            raise checkpoint.CheckpointError(f"resume: run directory {run_dir} does not exist")
+        return run_dir
+    base = Path(cfg.base_save_path or os.environ.get("SSAC_SAVE", "./saves"))
+    runs = [p for p in base.glob(f"{cfg.name}_*") if p.name[len(cfg.name) + 1 :].isdigit()]
+    if not runs:
+        raise checkpoint.CheckpointError(
+            f"resume=True but {base} holds no run named {cfg.name}_<i>; pass the run "
+            "directory itself as resume='saves/<name>_<i>'"
         )
-    return summary
+    return max(runs, key=lambda p: int(p.name[len(cfg.name) + 1 :]))
+
+
+def check_writable(run_dir: Path, needed_bytes: int) -> None:
+    """Fail before training if the run directory cannot hold files or the checkpoints."""
+    probe = run_dir / ".write_probe"
+    try:
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as err:
+        raise PermissionError(
+            f"cannot write to the run directory {run_dir} ({err}); set SSAC_SAVE or "
+            "base_save_path to a writable folder"
+        ) from err
+    free = shutil.disk_usage(run_dir).free
+    if needed_bytes > free:
+        raise OSError(
+            f"{run_dir} has {free / 2**20:.0f} MiB free but the checkpoints need about "
+            f"{needed_bytes / 2**20:.0f} MiB (replay buffer included); free space, use "
+            "another SSAC_SAVE, lower keep_checkpoints or the buffer size"
+        )
 
 
 @gin.configurable
@@ -741,6 +902,10 @@ def super_sac(
     save_best: bool = False,
     verbosity: int = 1,
     seed: int | None = None,
+    checkpoint_interval: int = 10_000,
+    keep_checkpoints: int = 2,
+    resume: bool | str = False,
+    run_info: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train ``agent`` off-policy; every argument after the four objects is a gin setting.
 
@@ -759,12 +924,18 @@ def super_sac(
     ``target_noise_std = None`` follows the exploration schedule's current std (the original
     library's behaviour). ``target_critic_ensemble_n`` is the size of the random critic subset
     whose minimum forms the TD target (REDQ's M). The README's hyperparameter reference lists
-    every other setting. Returns the run summary (also written to ``summary.json``).
+    every other setting.
+
+    Crash safety: every ``checkpoint_interval`` online steps (and at the end) the whole training
+    state is written atomically to ``<run_dir>/checkpoints/`` (the newest ``keep_checkpoints``
+    are kept); ``resume=True`` (the newest run named ``name``) or ``resume="<run_dir>"``
+    continues from the newest intact checkpoint. ``run_info`` is stored in ``hparams.json``
+    (the training scripts keep their command line there). Returns the run summary (also written
+    to ``summary.json``).
     """
     settings = dict(locals())
     cfg = TrainConfig(**{f.name: settings[f.name] for f in dataclasses.fields(TrainConfig)})
     validate_config(cfg, agent, buffer, train_env, test_env)
     if seed is not None:
         set_seed(seed)
-    trainer = Trainer(agent, buffer, train_env, test_env, cfg)
-    return _run(trainer)
+    return Trainer(agent, buffer, train_env, test_env, cfg).run()

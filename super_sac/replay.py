@@ -386,6 +386,11 @@ class ReplayBuffer:
             self._sum_tree = SumTree(self._size)
             self._min_tree = MinTree(self._size)
 
+    @property
+    def rng(self) -> np.random.Generator:
+        """The sampling random number generator (its state goes into checkpoints)."""
+        return self._rng
+
     def seed(self, seed: int) -> None:
         """Restart the sampling RNG from ``seed`` (the training loop calls this when seeded)."""
         self._rng = np.random.default_rng(seed)
@@ -793,6 +798,39 @@ class NStepQueue:
         """Drop all pending steps (e.g. after a hard reset of the envs)."""
         for queue in self._pending:
             queue.clear()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The pending steps of every env, as tensors (for checkpoints)."""
+        return {
+            "pending": [
+                [
+                    {
+                        "obs": {k: torch.from_numpy(np.array(v)) for k, v in step_obs.items()},
+                        "action": torch.from_numpy(np.array(action)),
+                        "reward": reward,
+                    }
+                    for step_obs, action, reward in queue
+                ]
+                for queue in self._pending
+            ]
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        pending = state["pending"]
+        if len(pending) != self.num_envs:
+            raise ValueError(f"state holds {len(pending)} envs, this queue has {self.num_envs}")
+        self._pending = [
+            deque(
+                (
+                    {k: v.cpu().numpy() for k, v in step["obs"].items()},
+                    step["action"].cpu().numpy(),
+                    float(step["reward"]),
+                )
+                for step in queue
+            )
+            for queue in pending
+        ]
 
     def push(
         self,

@@ -33,7 +33,13 @@ def get_device(spec: str | torch.device = "auto") -> torch.device:
 def make_run_dir(base_save_path: str | os.PathLike, name: str) -> Path:
     """Create and return ``base_save_path/<name>_<i>`` for the first free ``i`` (race-free)."""
     base = Path(base_save_path)
-    base.mkdir(parents=True, exist_ok=True)
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise PermissionError(
+            f"cannot create the save directory {base} ({err}); set SSAC_SAVE or "
+            "base_save_path to a writable folder"
+        ) from err
     if not os.access(base, os.W_OK):
         raise PermissionError(f"save directory {base} is not writable; set SSAC_SAVE elsewhere")
     i = 0

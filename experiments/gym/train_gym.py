@@ -11,6 +11,7 @@ A bare ``--config`` name resolves next to this script.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -45,6 +46,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument(
+        "--resume",
+        default=None,
+        metavar="RUN_DIR",
+        help="continue RUN_DIR from its newest checkpoint, with the env and settings it was "
+        "started with (its config.gin); --steps and --gin_bindings still apply",
+    )
+    p.add_argument(
         "--gin_bindings",
         action="append",
         default=[],
@@ -74,14 +82,39 @@ def build_agent(test_env: gym.Env, device: torch.device) -> super_sac.Agent:
     )
 
 
+def _resumed_args(args: argparse.Namespace) -> tuple[argparse.Namespace, list[str]]:
+    """The original command line of the run being resumed, and its operative config file."""
+    run_dir = Path(args.resume)
+    hparams = run_dir / "hparams.json"
+    if not hparams.exists():
+        raise FileNotFoundError(
+            f"--resume {run_dir}: no hparams.json there; is it a run directory?"
+        )
+    saved = (json.loads(hparams.read_text()).get("run_info") or {}).get("args") or {}
+    merged = argparse.Namespace(
+        **{
+            **vars(args),
+            **{
+                k: v
+                for k, v in saved.items()
+                if k in ("env", "parallel_envs", "seed", "max_episode_steps", "name")
+            },
+        }
+    )
+    return merged, [str(run_dir / "config.gin")]
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    config_files = [args.config]
+    if args.resume:
+        args, config_files = _resumed_args(args)
     bindings = list(args.gin_bindings)
     if args.steps is not None:
         bindings.append(f"super_sac.num_steps_online = {args.steps}")
-    parse_gin([args.config], bindings, search_dirs=[HERE])
+    parse_gin(config_files, bindings, search_dirs=[HERE])
     device = super_sac.get_device(args.device)
     if args.seed is not None:
         super_sac.set_seed(args.seed)
@@ -91,6 +124,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     overrides: dict[str, Any] = {
         "name": args.name or f"{Path(args.config).stem}_{args.env}",
         "seed": args.seed,
+        "resume": args.resume or False,
+        "run_info": {
+            "script": "experiments/gym/train_gym.py",
+            "args": {k: v for k, v in vars(args).items() if k != "resume"},
+        },
     }
     if args.logging is not None:
         overrides["logging_method"] = args.logging
@@ -109,6 +147,7 @@ if __name__ == "__main__":
         main()
     except (
         super_sac.main.ConfigError,
+        super_sac.checkpoint.CheckpointError,
         super_sac.config.GinConfigError,
         FileNotFoundError,
         NotImplementedError,

@@ -1,0 +1,257 @@
+"""Crash-safe checkpoints of the whole training state.
+
+A checkpoint is a folder ``<run_dir>/checkpoints/ckpt_<env_steps>/`` holding
+
+* ``state.pt``: everything but the replay data (networks, target networks, optimizers,
+  log-alpha, counters, schedules, the n-step queue, the current episodes, RNG states), written
+  with :func:`torch.save` and read back with ``weights_only=True``, so a checkpoint from an
+  untrusted source cannot run code;
+* ``buffer.npz``: the replay buffer (:meth:`super_sac.replay.ReplayBuffer.save`, no pickles);
+* ``MANIFEST.json``: the SHA-256 and size of both files.
+
+The folder is assembled under a temporary name, every file is fsynced, and only then is it renamed
+into place (an atomic step on POSIX file systems), so a crash leaves either the previous
+checkpoints or a complete new one, never a half-written one. On load the manifest is checked and a
+corrupted or truncated checkpoint is skipped, with a warning, in favour of the previous one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from super_sac.replay import ReplayBuffer
+
+CHECKPOINT_DIRNAME = "checkpoints"
+FORMAT_VERSION = 1
+_NAME = re.compile(r"^ckpt_(\d+)$")
+_STATE_FILE = "state.pt"
+_BUFFER_FILE = "buffer.npz"
+_MANIFEST = "MANIFEST.json"
+
+
+class CheckpointError(RuntimeError):
+    """No usable checkpoint, or one that does not fit the current configuration."""
+
+
+# ------------------------------------------------------------------------------ RNG states
+def _generator_state(rng: np.random.Generator) -> dict[str, Any]:
+    # PCG64 holds 128-bit integers: store them as strings so any loader can read them.
+    return json.loads(json.dumps(rng.bit_generator.state, default=str), parse_int=str)
+
+
+def _set_generator_state(rng: np.random.Generator, state: dict[str, Any]) -> None:
+    def to_ints(x: Any) -> Any:
+        if isinstance(x, dict):
+            return {k: to_ints(v) for k, v in x.items()}
+        if isinstance(x, str) and x.lstrip("-").isdigit():
+            return int(x)
+        return x
+
+    rng.bit_generator.state = to_ints(state)
+
+
+def capture_rng_states(**generators: np.random.Generator) -> dict[str, Any]:
+    """The states of Python's, numpy's and torch's global RNGs plus the named generators."""
+    np_state = np.random.get_state()
+    out: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": {
+            "key": torch.from_numpy(np_state[1].astype(np.int64)),
+            "pos": int(np_state[2]),
+            "has_gauss": int(np_state[3]),
+            "cached": float(np_state[4]),
+        },
+        "torch": torch.get_rng_state(),
+        "generators": {name: _generator_state(g) for name, g in generators.items()},
+    }
+    if torch.cuda.is_available():
+        out["cuda"] = torch.cuda.get_rng_state_all()
+    return out
+
+
+def restore_rng_states(states: dict[str, Any], **generators: np.random.Generator) -> None:
+    """Inverse of :func:`capture_rng_states`."""
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal), gauss))
+    npd = states["numpy"]
+    np.random.set_state(
+        (
+            "MT19937",
+            npd["key"].numpy().astype(np.uint32),
+            npd["pos"],
+            npd["has_gauss"],
+            npd["cached"],
+        )
+    )
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+    for name, g in generators.items():
+        _set_generator_state(g, states["generators"][name])
+
+
+# ------------------------------------------------------------------------------ files
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def checkpoint_root(run_dir: str | os.PathLike) -> Path:
+    return Path(run_dir) / CHECKPOINT_DIRNAME
+
+
+def list_checkpoints(run_dir: str | os.PathLike) -> list[Path]:
+    """Complete checkpoint folders of a run, newest first (temporary folders are ignored)."""
+    root = checkpoint_root(run_dir)
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if (m := _NAME.match(p.name))]
+    return [p for _, p in sorted(found, reverse=True)]
+
+
+def remove_incomplete(run_dir: str | os.PathLike) -> list[Path]:
+    """Delete the temporary folders of checkpoint writes that were interrupted by a crash."""
+    root = checkpoint_root(run_dir)
+    stale = sorted(root.glob(".tmp_ckpt_*")) if root.is_dir() else []
+    for folder in stale:
+        shutil.rmtree(folder, ignore_errors=True)
+    return stale
+
+
+def write_checkpoint(
+    run_dir: str | os.PathLike,
+    env_steps: int,
+    state: dict[str, Any],
+    buffer: ReplayBuffer,
+    keep: int = 2,
+) -> Path:
+    """Write a checkpoint atomically and keep only the newest ``keep`` of them.
+
+    :param run_dir: the run directory.
+    :param env_steps: names the checkpoint (``ckpt_<env_steps>``).
+    :param state: the trainer state (tensors, numbers, strings, lists, dicts only).
+    :param buffer: the replay buffer, saved beside the state.
+    :param keep: how many checkpoints to keep (older ones are deleted after the new one is in
+        place).
+    :return: the checkpoint folder.
+    """
+    root = checkpoint_root(run_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"ckpt_{env_steps}"
+    tmp = root / f".tmp_ckpt_{env_steps}_{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        torch.save(state, tmp / _STATE_FILE)
+        buffer.save(tmp / _BUFFER_FILE)
+        manifest = {"format": FORMAT_VERSION, "env_steps": env_steps, "files": {}}
+        for name in (_STATE_FILE, _BUFFER_FILE):
+            _fsync_file(tmp / name)
+            manifest["files"][name] = {
+                "sha256": _sha256(tmp / name),
+                "bytes": (tmp / name).stat().st_size,
+            }
+        with open(tmp / _MANIFEST, "w") as f:
+            json.dump(manifest, f, indent=2)
+            f.flush()
+            os.fsync(f.fileno())
+        _fsync_dir(tmp)
+        if final.exists():  # the same step written twice (e.g. after a resume): replace it
+            shutil.rmtree(final)
+        os.rename(tmp, final)
+        _fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for old in list_checkpoints(run_dir)[max(keep, 1) :]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def verify_checkpoint(folder: Path) -> str | None:
+    """``None`` if every file matches the manifest, else what is wrong."""
+    manifest_path = folder / _MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError) as err:
+        return f"unreadable manifest ({err})"
+    if manifest.get("format") != FORMAT_VERSION:
+        return f"unknown checkpoint format {manifest.get('format')!r}"
+    for name, meta in manifest.get("files", {}).items():
+        path = folder / name
+        if not path.exists():
+            return f"{name} is missing"
+        if path.stat().st_size != meta["bytes"]:
+            return f"{name} has {path.stat().st_size} bytes, the manifest says {meta['bytes']}"
+        if _sha256(path) != meta["sha256"]:
+            return f"{name} does not match its checksum"
+    return None
+
+
+def load_checkpoint(folder: Path, buffer: ReplayBuffer, device: torch.device) -> dict[str, Any]:
+    """Read a verified checkpoint: returns the state and fills ``buffer``."""
+    state = torch.load(folder / _STATE_FILE, map_location=device, weights_only=True)
+    buffer.load(folder / _BUFFER_FILE)
+    return state
+
+
+def load_latest(
+    run_dir: str | os.PathLike, buffer: ReplayBuffer, device: torch.device
+) -> tuple[Path, dict[str, Any]]:
+    """Load the newest checkpoint that passes verification; warn about each one skipped.
+
+    :raises CheckpointError: when the run has no usable checkpoint.
+    """
+    candidates = list_checkpoints(run_dir)
+    if not candidates:
+        raise CheckpointError(
+            f"no checkpoint in {checkpoint_root(run_dir)}; nothing to resume (was "
+            "checkpoint_interval larger than the steps the run completed?)"
+        )
+    for folder in candidates:
+        problem = verify_checkpoint(folder)
+        if problem is None:
+            try:
+                return folder, load_checkpoint(folder, buffer, device)
+            except Exception as err:  # noqa: BLE001 - any failure means: try the previous one
+                problem = f"could not be read ({type(err).__name__}: {err})"
+        warnings.warn(f"skipping corrupted checkpoint {folder}: {problem}", stacklevel=2)
+    raise CheckpointError(f"every checkpoint in {checkpoint_root(run_dir)} is corrupted")
+
+
+def describe_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Lines ``key: saved X, now Y`` for every key whose value differs."""
+    keys = sorted(set(saved) | set(current))
+    return [
+        f"{k}: saved {saved.get(k)!r}, now {current.get(k)!r}"
+        for k in keys
+        if saved.get(k) != current.get(k)
+    ]

@@ -1,0 +1,290 @@
+"""Crash safety: atomic checkpoints, exact resume after SIGKILL, corrupted and malicious
+checkpoints, NaN guards, unwritable save folders."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import super_sac
+from super_sac import Agent, ReplayBuffer, checkpoint, nets
+from super_sac.checkpoint import CheckpointError
+from super_sac.main import NonFiniteError, TrainConfig, Trainer, check_writable
+from super_sac.wrappers import make_gym_env
+
+HERE = Path(__file__).resolve().parent
+STEPS = 300
+
+
+def _crash_run(save_dir, name, *extra):
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "crash_run.py"), str(save_dir), name, str(STEPS), *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return proc
+
+
+def _final_weights(run_dir):
+    return torch.load(Path(run_dir) / "agent.pt", weights_only=True)["state_dict"]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """An uninterrupted run of the same length and seed."""
+    save = tmp_path_factory.mktemp("reference")
+    proc = _crash_run(save, "ref")
+    assert proc.returncode == 0, proc.stderr
+    return _final_weights(save / "ref_0")
+
+
+@pytest.mark.parametrize(
+    "kill, resumed_from",
+    [
+        ("update:150", "ckpt_200"),  # killed inside an update at step 250
+        ("state_write:2", "ckpt_100"),  # killed while writing the step-200 state.pt
+        ("buffer_write:2", "ckpt_100"),  # killed before the step-200 manifest
+        ("rename:2", "ckpt_200"),  # killed after the rename, before old ones are deleted
+    ],
+)
+def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path, reference, kill, resumed_from):
+    proc = _crash_run(tmp_path, "crash", "--kill", kill)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    run_dir = tmp_path / "crash_0"
+    complete = [p.name for p in checkpoint.list_checkpoints(run_dir)]
+    assert complete[0] == resumed_from
+    proc = _crash_run(tmp_path, "crash", "--resume", str(run_dir))
+    assert proc.returncode == 0, proc.stderr
+    resumed = _final_weights(run_dir)
+    for key, value in reference.items():
+        assert torch.equal(value, resumed[key]), key
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env_steps"] == STEPS
+    assert not list((run_dir / "checkpoints").glob(".tmp*"))
+
+
+def test_kill_before_the_first_checkpoint_leaves_nothing_to_resume(tmp_path):
+    proc = _crash_run(tmp_path, "early", "--kill", "state_write:1")
+    assert proc.returncode == -signal.SIGKILL
+    proc = _crash_run(tmp_path, "early", "--resume", str(tmp_path / "early_0"))
+    assert proc.returncode != 0
+    assert "no checkpoint" in proc.stderr
+
+
+# ----------------------------------------------------------------------------- in-process
+
+
+def _trainer(tmp_path, **cfg):
+    env, test_env = make_gym_env("Pendulum-v1"), make_gym_env("Pendulum-v1")
+    torch.manual_seed(0)
+    agent = Agent(1, nets.FlatEncoder(3), hidden_size=16)
+    settings = dict(
+        random_warmup_steps=20,
+        batch_size=16,
+        verbosity=0,
+        eval_episodes=1,
+        base_save_path=str(tmp_path),
+        name="t",
+        logging_method="none",
+        max_episode_steps=30,
+        seed=1,
+        checkpoint_interval=10,
+        eval_interval=1000,
+    )
+    settings.update(cfg)
+    return Trainer(agent, ReplayBuffer(1000, verbose=False), env, test_env, TrainConfig(**settings))
+
+
+def test_truncated_checkpoint_falls_back_to_the_previous_one(tmp_path):
+    trainer = _trainer(tmp_path, num_steps_online=40, keep_checkpoints=3)
+    trainer.run()
+    newest, previous = checkpoint.list_checkpoints(trainer.run_dir)[:2]
+    state_file = newest / "state.pt"
+    state_file.write_bytes(state_file.read_bytes()[:100])
+    with pytest.warns(UserWarning, match="skipping corrupted checkpoint.*state.pt has 100 bytes"):
+        folder, state = checkpoint.load_latest(
+            trainer.run_dir, ReplayBuffer(1000, verbose=False), torch.device("cpu")
+        )
+    assert folder == previous and state["counters"]["step"] == 30
+
+
+def test_checkpoint_holds_the_whole_state_and_keeps_the_last_k(tmp_path):
+    trainer = _trainer(tmp_path, num_steps_online=50, keep_checkpoints=2)
+    trainer.run()
+    names = [p.name for p in checkpoint.list_checkpoints(trainer.run_dir)]
+    assert names == ["ckpt_50", "ckpt_40"]
+    buffer = ReplayBuffer(1000, verbose=False)
+    _, state = checkpoint.load_latest(trainer.run_dir, buffer, torch.device("cpu"))
+    for key in (
+        "agent",
+        "target_agent",
+        "critic_optimizer",
+        "actor_optimizer",
+        "alpha_optimizer",
+        "log_alpha",
+        "noise",
+        "nstep",
+        "counters",
+        "eval_history",
+        "episodes_in_progress",
+        "rng",
+    ):
+        assert key in state
+    assert state["counters"]["critic_updates"] == trainer.critic_updates
+    assert len(buffer) == len(trainer.buffer) == 50
+    assert torch.equal(state["log_alpha"], trainer.log_alpha.detach())
+
+
+def test_smuggled_pickle_is_refused_and_never_runs(tmp_path):
+    trainer = _trainer(tmp_path, num_steps_online=20)
+    trainer.run()
+    marker = tmp_path / "pwned"
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    newest = checkpoint.list_checkpoints(trainer.run_dir)[0]
+    torch.save({"counters": Payload()}, newest / "state.pt")
+    manifest = json.loads((newest / "MANIFEST.json").read_text())
+    manifest["files"]["state.pt"] = {
+        "sha256": checkpoint._sha256(newest / "state.pt"),
+        "bytes": (newest / "state.pt").stat().st_size,
+    }
+    (newest / "MANIFEST.json").write_text(json.dumps(manifest))
+    with pytest.warns(UserWarning, match="could not be read.*Weights only load failed"):
+        folder, _ = checkpoint.load_latest(
+            trainer.run_dir, ReplayBuffer(1000, verbose=False), torch.device("cpu")
+        )
+    assert folder.name == "ckpt_10"
+    assert not marker.exists()
+
+
+def test_resume_with_a_different_configuration_lists_the_differences(tmp_path):
+    trainer = _trainer(tmp_path, num_steps_online=20)
+    trainer.run()
+    env, test_env = make_gym_env("Pendulum-v1"), make_gym_env("Pendulum-v1")
+    agent = Agent(1, nets.FlatEncoder(3), hidden_size=32, num_critics=3)
+    cfg = TrainConfig(
+        random_warmup_steps=20,
+        batch_size=16,
+        verbosity=0,
+        logging_method="none",
+        num_steps_online=30,
+        resume=str(trainer.run_dir),
+        target_critic_ensemble_n=2,
+    )
+    with pytest.raises(CheckpointError, match="hidden_size: saved 16, now 32") as info:
+        Trainer(agent, ReplayBuffer(1000, verbose=False), env, test_env, cfg).run()
+    assert "num_critics: saved 2, now 3" in str(info.value)
+
+
+def test_nan_loss_stops_the_run_with_a_diagnostic_snapshot(tmp_path, monkeypatch):
+    original = super_sac.learning_utils.critic_loss
+    calls = {"n": 0}
+
+    def poisoned(q, target, weights=None):
+        calls["n"] += 1
+        loss = original(q, target, weights)
+        return loss * float("nan") if calls["n"] >= 15 else loss
+
+    monkeypatch.setattr(super_sac.learning_utils, "critic_loss", poisoned)
+    trainer = _trainer(tmp_path, num_steps_online=100)
+    with pytest.raises(NonFiniteError) as info:
+        trainer.run()
+    message = str(info.value)
+    # warm-up 20 steps, so the 15th critic update happens at online step 35
+    # the critic loss is named first; the NaN weights then spoil the actor loss of that step
+    assert message.startswith("non-finite critic/loss, actor/loss")
+    assert "at online step 35 (env step 35)" in message
+    assert "ckpt_30" in message
+    snapshot = trainer.run_dir / "diagnostics" / "step_35"
+    assert (snapshot / "agent.pt").exists()
+    assert json.loads((snapshot / "metrics.json").read_text())["step"] == 35
+
+
+def test_checkpoints_are_never_written_from_non_finite_weights(tmp_path):
+    trainer = _trainer(tmp_path, num_steps_online=5)
+    trainer.run()
+    with torch.no_grad():
+        next(trainer.agent.critic.parameters()).fill_(float("inf"))
+    with pytest.raises(NonFiniteError, match="agent parameters"):
+        trainer.write_checkpoint()
+
+
+def test_unwritable_or_full_save_folder_fails_early(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    trainer = _trainer(tmp_path, num_steps_online=5, base_save_path=str(blocker / "sub"))
+    with pytest.raises(PermissionError, match="set SSAC_SAVE"):
+        trainer.run()
+    with pytest.raises(OSError, match="MiB free but the checkpoints need"):
+        check_writable(tmp_path, 1 << 60)
+
+
+def test_resume_needs_an_existing_run(tmp_path):
+    trainer = _trainer(tmp_path, num_steps_online=5, resume=True, name="never_ran")
+    with pytest.raises(CheckpointError, match="no run named never_ran"):
+        trainer.run()
+
+
+def test_rng_states_round_trip():
+    gen = np.random.default_rng(5)
+    states = checkpoint.capture_rng_states(g=gen)
+    expected = (gen.random(), np.random.rand(), torch.rand(1))
+    checkpoint.restore_rng_states(states, g=gen)
+    assert (gen.random(), np.random.rand(), torch.rand(1)) == expected
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"checkpoint_interval": 0}, "checkpoint_interval = 0: must be >= 1"),
+        ({"keep_checkpoints": 0}, "keep_checkpoints = 0: must be >= 1"),
+    ],
+)
+def test_checkpoint_settings_are_validated(kwargs, message):
+    env = make_gym_env("Pendulum-v1")
+    agent = Agent(1, nets.FlatEncoder(3), hidden_size=8)
+    with pytest.raises(super_sac.main.ConfigError, match=message):
+        super_sac.super_sac(
+            agent,
+            ReplayBuffer(100, verbose=False),
+            env,
+            env,
+            random_warmup_steps=0,
+            verbosity=0,
+            **kwargs,
+        )
+
+
+def test_afbc_with_a_deterministic_actor_is_rejected():
+    env = make_gym_env("Pendulum-v1")
+    agent = Agent(
+        1,
+        nets.FlatEncoder(3),
+        hidden_size=8,
+        actor_network_cls=super_sac.nets.mlps.ContinuousDeterministicActor,
+    )
+    with pytest.raises(super_sac.main.ConfigError, match="log-likelihood"):
+        super_sac.super_sac(
+            agent, ReplayBuffer(100, verbose=False), env, env, num_steps_offline=10, verbosity=0
+        )
+
+
+def test_warnings_module_is_quiet_for_a_clean_resume(tmp_path):
+    trainer = _trainer(tmp_path, num_steps_online=25)
+    trainer.run()
+    resumed = _trainer(tmp_path, num_steps_online=40, resume=str(trainer.run_dir))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        summary = resumed.run()
+    assert summary["env_steps"] == 40 and resumed.critic_updates == 20
