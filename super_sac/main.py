@@ -432,11 +432,7 @@ class Trainer:
         A diagnostic snapshot (weights and the latest metrics) is written to the run directory.
         """
         bad_losses = not bool(self._losses_finite)
-        bad_params = (
-            params
-            and not all(bool(torch.isfinite(p).all()) for p in self.agent.parameters())
-            or not math.isfinite(float(self.log_alpha.detach()) if self.cfg.init_alpha > 0 else 0)
-        )
+        bad_params = params and not self._weights_finite()
         if not (bad_losses or bad_params):
             return
         values = {k: float(v.float().mean()) for k, v in self.last_logs.items()}
@@ -451,6 +447,12 @@ class Trainer:
             "Lower the learning rates, clip gradients (actor_clip/critic_clip) or check the "
             "rewards and observations for NaN/inf, then resume from the checkpoint."
         )
+
+    def _weights_finite(self) -> bool:
+        tensors = list(self.agent.parameters())
+        if self.alpha_optimizer is not None:  # a fixed alpha of 0 has log-alpha = -inf on purpose
+            tensors.append(self.log_alpha.detach())
+        return all(bool(torch.isfinite(t).all()) for t in tensors)
 
     def _write_diagnostics(self, values: dict[str, float]) -> Path | None:
         if self.run_dir is None:
