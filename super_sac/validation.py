@@ -191,9 +191,11 @@ def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym
         )
     if isinstance(train_env, gym.vector.VectorEnv):
         mode = train_env.metadata.get("autoreset_mode")
-        if mode not in (AutoresetMode.SAME_STEP, AutoresetMode.SAME_STEP.value):
+        accepted = (AutoresetMode.DISABLED, AutoresetMode.SAME_STEP)
+        if mode not in accepted and mode not in [m.value for m in accepted]:
             raise ConfigError(
-                f"train_env is a vector env with autoreset mode {mode}; super_sac reads the "
-                "true final observation of every episode from the same step. Fix: build it with "
-                "autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP."
+                f"train_env is a vector env with autoreset mode {mode}; super_sac needs the true "
+                "final observation of every episode. Fix: build it with autoreset_mode="
+                "gymnasium.vector.AutoresetMode.DISABLED (the loop resets episodes itself, and "
+                "resumed runs replay them exactly) or AutoresetMode.SAME_STEP."
             )

@@ -288,3 +288,44 @@ def test_warnings_module_is_quiet_for_a_clean_resume(tmp_path):
         warnings.simplefilter("error")
         summary = resumed.run()
     assert summary["env_steps"] == 40 and resumed.critic_updates == 20
+
+
+def _parallel_trainer(tmp_path, steps, resume=False):
+    import gymnasium as gym
+
+    venv = gym.vector.SyncVectorEnv(
+        [lambda: make_gym_env("Pendulum-v1", max_episode_steps=15)] * 2,
+        autoreset_mode=gym.vector.AutoresetMode.DISABLED,
+    )
+    torch.manual_seed(0)
+    agent = Agent(1, nets.FlatEncoder(3), hidden_size=16)
+    cfg = TrainConfig(
+        random_warmup_steps=20,
+        batch_size=16,
+        verbosity=0,
+        eval_episodes=0,
+        base_save_path=str(tmp_path),
+        name="par",
+        logging_method="none",
+        seed=4,
+        checkpoint_interval=10,
+        num_steps_online=steps,
+        transitions_per_online_step=2,
+        n_step=3,
+        resume=resume,
+    )
+    return Trainer(agent, ReplayBuffer(1000, verbose=False), venv, make_gym_env("Pendulum-v1"), cfg)
+
+
+def test_parallel_envs_with_nstep_resume_exactly(tmp_path):
+    full = _parallel_trainer(tmp_path / "a", 40)
+    full.run()
+    part = _parallel_trainer(tmp_path / "b", 25)  # checkpoint at 25 mid-episode, n-step pending
+    part.run()
+    resumed = _parallel_trainer(tmp_path / "b", 40, resume=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        resumed.run()
+    assert resumed.env_steps == full.env_steps == 80
+    for (k, a), b in zip(full.agent.state_dict().items(), resumed.agent.state_dict().values()):
+        assert torch.equal(a, b), k

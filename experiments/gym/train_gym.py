@@ -66,7 +66,7 @@ def make_envs(env_id: str, parallel_envs: int, max_episode_steps: int | None) ->
     if parallel_envs > 1:
         train_env = gym.vector.SyncVectorEnv(
             [lambda: make_gym_env(env_id, max_episode_steps) for _ in range(parallel_envs)],
-            autoreset_mode=AutoresetMode.SAME_STEP,
+            autoreset_mode=AutoresetMode.DISABLED,
         )
     else:
         train_env = make_gym_env(env_id, max_episode_steps)
