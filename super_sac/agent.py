@@ -59,7 +59,8 @@ class Agent(nn.Module):
     :param log_std_high: upper log-std bound of stochastic actors.
     :param adv_method: advantage estimate for filtered BC: "mean" or "max" (continuous),
         "indirect" (discrete). Used only by the offline actor update.
-    :param beta_dist: Beta-distribution policy (not implemented yet; keep False).
+    :param beta_dist: a Beta-distribution policy instead of the tanh-Gaussian (stochastic
+        actors only).
     """
 
     def __init__(
@@ -94,6 +95,14 @@ class Agent(nn.Module):
         actor_kwargs: dict[str, Any] = {"hidden_size": hidden_size}
         if _accepts(actor_network_cls, "log_std_low"):
             actor_kwargs.update(log_std_low=log_std_low, log_std_high=log_std_high)
+        if beta_dist:
+            if not _accepts(actor_network_cls, "beta_dist"):
+                raise ValueError(
+                    f"Agent.beta_dist = True, but {actor_network_cls.__name__} has no Beta "
+                    "distribution. Fix: use super_sac.nets.mlps.ContinuousStochasticActor, or "
+                    "set Agent.beta_dist = False."
+                )
+            actor_kwargs["beta_dist"] = True
         self.encoder = encoder
         self.actor = actor_network_cls(state_size, act_space_size, **actor_kwargs)
         self.critic = critic_network_cls(
@@ -106,6 +115,7 @@ class Agent(nn.Module):
         self.discrete = bool(discrete)
         self.adv_method = adv_method
         self.ucb_bonus = float(ucb_bonus)
+        self.beta_dist = bool(beta_dist)
 
     @staticmethod
     def _check_settings(
@@ -152,12 +162,6 @@ class Agent(nn.Module):
                 "Agent.auto_rescale_targets = True",
                 "PopArt value normalisation",
                 "Set Agent.auto_rescale_targets = False.",
-            )
-        if beta_dist:
-            raise _not_yet(
-                "Agent.beta_dist = True",
-                "the Beta-distribution policy",
-                "Set Agent.beta_dist = False (tanh-squashed Gaussian).",
             )
 
     # ------------------------------------------------------------------ properties
@@ -233,6 +237,7 @@ class Agent(nn.Module):
             "actor": type(self.actor).__name__,
             "critic": type(self.critic).__name__,
             "encoder": type(self.encoder).__name__,
+            "beta_dist": self.beta_dist,
         }
 
     def save(self, path: str | os.PathLike) -> Path:

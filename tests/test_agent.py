@@ -83,7 +83,6 @@ def test_load_refuses_pickled_objects(tmp_path):
         ({"ensemble_size": 3}, "SUNRISE"),
         ({"ucb_bonus": 1.0}, "UCB"),
         ({"auto_rescale_targets": True}, "PopArt"),
-        ({"beta_dist": True}, "Beta"),
     ],
 )
 def test_unimplemented_features_raise_clear_errors(kwargs, words):
@@ -98,3 +97,13 @@ def test_bad_settings():
         _agent(adv_method="median")
     with pytest.raises(TypeError, match="Encoder"):
         Agent(2, torch.nn.Identity())
+
+
+def test_beta_policy_agent_acts_in_bounds_and_is_recorded():
+    agent = _agent(beta_dist=True)
+    obs = {"obs": np.random.randn(64, 3).astype(np.float32)}
+    sampled = agent.sample_action(obs, batched=True)
+    assert sampled.shape == (64, 2) and np.all(np.abs(sampled) <= 1.0)
+    assert agent._signature()["beta_dist"] is True
+    with pytest.raises(ValueError, match="no Beta distribution"):
+        _agent(beta_dist=True, actor_network_cls=ContinuousDeterministicActor)

@@ -54,12 +54,14 @@ def _train(config, steps=300, extra=(), argv=()):
     )
 
 
-@pytest.mark.parametrize("config", ["sac.gin", "td3.gin", "ddpg.gin"])
+@pytest.mark.parametrize("config", ["sac.gin", "td3.gin", "ddpg.gin", "redq.gin"])
 def test_each_gin_file_trains_and_writes_its_run_directory(config):
     summary = _train(config)
     run_dir = Path(summary["run_dir"])
     assert summary["env_steps"] == 300
-    assert summary["critic_updates"] == 200  # no updates during the 100 warm-up steps
+    # no updates during the 100 warm-up steps; REDQ makes 20 critic updates per step
+    per_step = 20 if config == "redq.gin" else 1
+    assert summary["critic_updates"] == 200 * per_step
     assert np.isfinite(summary["final_eval_return"])
     assert (run_dir / "agent.pt").exists()
     saved = json.loads((run_dir / "summary.json").read_text())
@@ -78,11 +80,22 @@ def test_each_gin_file_trains_and_writes_its_run_directory(config):
     assert list(run_dir.glob("events.out.tfevents.*"))
 
 
+def test_beta_policy_trains_end_to_end():
+    summary = _train("sac.gin", steps=150, extra=["Agent.beta_dist = True"])
+    assert summary["critic_updates"] == 50 and np.isfinite(summary["final_eval_return"])
+
+
 def test_algorithms_differ_as_their_papers_say():
     parse_gin(["td3.gin"], search_dirs=[ROOT / "experiments" / "gym"])
     assert gin.query_parameter("super_sac.actor_delay") == 2
     assert gin.query_parameter("super_sac.target_noise_std") == 0.2
     assert gin.query_parameter("super_sac.use_target_actor") is True
+    gin.clear_config()
+    parse_gin(["redq.gin"], search_dirs=[ROOT / "experiments" / "gym"])
+    assert gin.query_parameter("Agent.num_critics") == 10
+    assert gin.query_parameter("super_sac.target_critic_ensemble_n") == 2
+    assert gin.query_parameter("super_sac.critic_updates_per_step") == 20
+    assert gin.query_parameter("super_sac.actor_q_reduction") == "mean"
     gin.clear_config()
     parse_gin(["ddpg.gin"], search_dirs=[ROOT / "experiments" / "gym"])
     assert gin.query_parameter("Agent.num_critics") == 1

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from super_sac import nets
-from super_sac.nets.distributions import SquashedNormal, tanh_log_det_jacobian
+from super_sac.nets.distributions import ScaledBeta, SquashedNormal, tanh_log_det_jacobian
 from super_sac.nets.ensemble import EnsembleLinear
 from super_sac.nets.mlps import (
     ContinuousCritic,
@@ -147,3 +147,30 @@ def test_weight_init_orthogonal_member_by_member():
     for w in layer.weight.data:
         assert torch.allclose(w @ w.T, torch.eye(8), atol=1e-5)
     assert torch.all(layer.bias == 0)
+
+
+def test_scaled_beta_log_prob_by_hand():
+    c1, c0 = 2.0, 3.0
+    dist = ScaledBeta(torch.tensor([[c1]]), torch.tensor([[c0]]))
+    a = 0.2  # x = (a + 1) / 2 = 0.6
+    x = 0.6
+    log_beta_fn = math.lgamma(c1) + math.lgamma(c0) - math.lgamma(c1 + c0)
+    expected = (c1 - 1) * math.log(x) + (c0 - 1) * math.log(1 - x) - log_beta_fn - math.log(2)
+    assert dist.log_prob(torch.tensor([[a]])).item() == pytest.approx(expected, abs=1e-5)
+    assert dist.mean.item() == pytest.approx(2 * c1 / (c1 + c0) - 1)
+
+
+def test_scaled_beta_samples_are_bounded_and_differentiable():
+    c1 = torch.full((256, 2), 0.5, requires_grad=True)
+    c0 = torch.full((256, 2), 0.5, requires_grad=True)
+    action, log_prob = ScaledBeta(c1, c0).rsample_with_log_prob()
+    assert action.abs().max() <= 1.0 and torch.isfinite(log_prob).all()
+    (action.sum() + log_prob.sum()).backward()
+    assert c1.grad is not None and torch.isfinite(c1.grad).all()
+
+
+def test_stochastic_actor_beta_concentrations_exceed_one():
+    actor = ContinuousStochasticActor(3, 2, hidden_size=16, beta_dist=True)
+    dist = actor(torch.randn(5, 3))
+    assert isinstance(dist, ScaledBeta)
+    assert (dist.concentration1 > 1).all() and (dist.concentration0 > 1).all()

@@ -65,3 +65,47 @@ class SquashedNormal:
         pre_tanh = torch.atanh(action.clamp(-1.0 + eps, 1.0 - eps))
         noise = (pre_tanh - self.loc) / self.scale
         return self._log_prob_from_noise(noise, pre_tanh)
+
+
+class ScaledBeta:
+    """A Beta distribution stretched from ``[0, 1]`` to ``[-1, 1]``: ``a = 2 x - 1``,
+    ``x ~ Beta(c1, c0)`` independently per action dimension (Chou, Maturana and Scherer 2017).
+
+    A bounded policy needs no squashing: ``log pi(a) = sum_i [log Beta(x_i; c1_i, c0_i) - log 2]``.
+    Samples are reparameterised (implicit gradients of :class:`torch.distributions.Beta`).
+
+    :param concentration1: ``c1`` (often written alpha), ``(..., A)``, positive.
+    :param concentration0: ``c0`` (often written beta), ``(..., A)``, positive.
+    :param eps: samples are kept in ``[eps, 1 - eps]`` so their log-density stays finite.
+    """
+
+    def __init__(
+        self, concentration1: torch.Tensor, concentration0: torch.Tensor, eps: float = 1e-6
+    ) -> None:
+        self.concentration1 = concentration1
+        self.concentration0 = concentration0
+        self.eps = eps
+        self._beta = torch.distributions.Beta(concentration1, concentration0, validate_args=False)
+
+    @property
+    def mean(self) -> torch.Tensor:
+        """The deterministic action ``2 c1 / (c1 + c0) - 1``."""
+        return 2.0 * self.concentration1 / (self.concentration1 + self.concentration0) - 1.0
+
+    def _log_prob_unit(self, x: torch.Tensor) -> torch.Tensor:
+        return (self._beta.log_prob(x) - _LOG_2).sum(-1, keepdim=True)
+
+    def rsample_with_log_prob(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Draw a reparameterised action and its log-probability, shape ``(..., 1)``."""
+        x = self._beta.rsample().clamp(self.eps, 1.0 - self.eps)
+        return 2.0 * x - 1.0, self._log_prob_unit(x)
+
+    def sample(self) -> torch.Tensor:
+        """Draw an action without tracking gradients."""
+        with torch.no_grad():
+            return 2.0 * self._beta.sample() - 1.0
+
+    def log_prob(self, action: torch.Tensor) -> torch.Tensor:
+        """Log-probability of actions in ``[-1, 1]``, shape ``(..., 1)``."""
+        x = ((action + 1.0) / 2.0).clamp(self.eps, 1.0 - self.eps)
+        return self._log_prob_unit(x)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import gin
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from super_sac.nets import weight_init
-from super_sac.nets.distributions import SquashedNormal
+from super_sac.nets.distributions import ScaledBeta, SquashedNormal
 from super_sac.nets.ensemble import EnsembleMLP
 
 
@@ -30,16 +31,19 @@ def mlp(
 
 @gin.configurable
 class ContinuousStochasticActor(nn.Module):
-    """SAC's policy: a tanh-squashed diagonal Gaussian (Haarnoja et al. 2018).
+    """SAC's policy: a tanh-squashed diagonal Gaussian (Haarnoja et al. 2018), or with
+    ``beta_dist`` a Beta distribution scaled to ``[-1, 1]`` (Chou et al. 2017).
 
-    The raw log-std output ``z`` is squashed into ``[log_std_low, log_std_high]`` smoothly:
-    ``log_std = low + (high - low) * (tanh(z) + 1) / 2``.
+    Gaussian: the raw log-std output ``z`` is squashed into ``[log_std_low, log_std_high]``
+    smoothly, ``log_std = low + (high - low) * (tanh(z) + 1) / 2``. Beta: both concentrations are
+    ``1 + softplus(z)``, so every density is unimodal and finite at the bounds.
 
     :param state_space_size: width of the encoder's state vector.
     :param act_space_size: action dimension.
-    :param log_std_low: lower bound of the log standard deviation.
-    :param log_std_high: upper bound of the log standard deviation.
+    :param log_std_low: lower bound of the log standard deviation (Gaussian only).
+    :param log_std_high: upper bound of the log standard deviation (Gaussian only).
     :param hidden_size: hidden width.
+    :param beta_dist: use the Beta distribution instead of the tanh-Gaussian.
     """
 
     stochastic = True
@@ -51,6 +55,7 @@ class ContinuousStochasticActor(nn.Module):
         log_std_low: float = -5.0,
         log_std_high: float = 2.0,
         hidden_size: int = 256,
+        beta_dist: bool = False,
     ) -> None:
         super().__init__()
         if not log_std_low < log_std_high:
@@ -60,14 +65,17 @@ class ContinuousStochasticActor(nn.Module):
         self.net = mlp(state_space_size, 2 * act_space_size, hidden_size)
         self.log_std_low = float(log_std_low)
         self.log_std_high = float(log_std_high)
+        self.beta_dist = bool(beta_dist)
         self.apply(weight_init)
 
-    def forward(self, state: torch.Tensor) -> SquashedNormal:
+    def forward(self, state: torch.Tensor) -> SquashedNormal | ScaledBeta:
         """:param state: ``(B, state_space_size)``. :return: the action distribution."""
-        mu, raw_log_std = self.net(state).chunk(2, dim=-1)
+        first, second = self.net(state).chunk(2, dim=-1)
+        if self.beta_dist:
+            return ScaledBeta(1.0 + F.softplus(first), 1.0 + F.softplus(second))
         half_range = 0.5 * (self.log_std_high - self.log_std_low)
-        log_std = self.log_std_low + half_range * (torch.tanh(raw_log_std) + 1.0)
-        return SquashedNormal(mu, log_std.exp())
+        log_std = self.log_std_low + half_range * (torch.tanh(second) + 1.0)
+        return SquashedNormal(first, log_std.exp())
 
 
 @gin.configurable
