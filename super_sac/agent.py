@@ -54,7 +54,8 @@ class Agent(nn.Module):
     :param num_critics: critics per ensemble member (2 = clipped double-Q, 10 = REDQ).
     :param ucb_bonus: SUNRISE UCB exploration bonus (not implemented yet; keep 0).
     :param hidden_size: hidden width passed to the actor and critic classes.
-    :param auto_rescale_targets: PopArt critic outputs (not implemented yet; keep False).
+    :param auto_rescale_targets: PopArt-normalised critic outputs (set ``pop=True`` in the loop
+        to also preserve outputs when the statistics move).
     :param log_std_low: lower log-std bound of stochastic actors.
     :param log_std_high: upper log-std bound of stochastic actors.
     :param adv_method: advantage estimate for filtered BC: "mean" or "max" (continuous),
@@ -105,9 +106,16 @@ class Agent(nn.Module):
             actor_kwargs["beta_dist"] = True
         self.encoder = encoder
         self.actor = actor_network_cls(state_size, act_space_size, **actor_kwargs)
-        self.critic = critic_network_cls(
-            state_size, act_space_size, num_critics=num_critics, hidden_size=hidden_size
-        )
+        critic_kwargs: dict[str, Any] = {"num_critics": num_critics, "hidden_size": hidden_size}
+        if auto_rescale_targets:
+            if not _accepts(critic_network_cls, "popart"):
+                raise ValueError(
+                    f"Agent.auto_rescale_targets = True, but {critic_network_cls.__name__} has "
+                    "no PopArt layer. Fix: use super_sac.nets.mlps.ContinuousCritic, or set "
+                    "Agent.auto_rescale_targets = False."
+                )
+            critic_kwargs["popart"] = True
+        self.critic = critic_network_cls(state_size, act_space_size, **critic_kwargs)
         self.act_space_size = int(act_space_size)
         self.num_critics = int(num_critics)
         self.ensemble_size = int(ensemble_size)
@@ -116,6 +124,7 @@ class Agent(nn.Module):
         self.adv_method = adv_method
         self.ucb_bonus = float(ucb_bonus)
         self.beta_dist = bool(beta_dist)
+        self.auto_rescale_targets = bool(auto_rescale_targets)
 
     @staticmethod
     def _check_settings(
@@ -156,12 +165,6 @@ class Agent(nn.Module):
                 f"Agent.ucb_bonus = {ucb_bonus}",
                 "SUNRISE UCB exploration",
                 "Set Agent.ucb_bonus = 0.0.",
-            )
-        if auto_rescale_targets:
-            raise _not_yet(
-                "Agent.auto_rescale_targets = True",
-                "PopArt value normalisation",
-                "Set Agent.auto_rescale_targets = False.",
             )
 
     # ------------------------------------------------------------------ properties
@@ -238,6 +241,7 @@ class Agent(nn.Module):
             "critic": type(self.critic).__name__,
             "encoder": type(self.encoder).__name__,
             "beta_dist": self.beta_dist,
+            "auto_rescale_targets": self.auto_rescale_targets,
         }
 
     def save(self, path: str | os.PathLike) -> Path:

@@ -120,11 +120,14 @@ def critic_update(
     use_target_actor: bool = False,
     target_noise_std: float = 0.0,
     target_noise_clip: float | None = None,
+    pop: bool = False,
 ) -> Logs:
     """Regress every critic on the TD target (see :func:`compute_td_target`).
 
     The encoder is trained through this loss only. ``batch.weights`` (prioritized replay's
-    importance weights, ones otherwise) scale each sample's squared error.
+    importance weights, ones otherwise) scale each sample's squared error. A critic with PopArt
+    statistics first moves them towards the batch's targets (rescaling the online and target
+    output layers when ``pop``) and then regresses its normalised outputs on normalised targets.
 
     :return: ``critic/loss``, ``critic/q_mean``, ``critic/target_mean`` and
         ``critic/abs_td_error`` (per sample, mean over critics; new replay priorities).
@@ -139,8 +142,16 @@ def critic_update(
         target_noise_std=target_noise_std,
         target_noise_clip=target_noise_clip,
     )
-    q = agent.critic(agent.encoder(batch.obs), batch.action)
-    loss = lu.critic_loss(q, target, batch.weights)
+    rep = agent.encoder(batch.obs)
+    stats = getattr(agent.critic, "popart", None)
+    if stats is None:
+        q = agent.critic(rep, batch.action)
+        loss = lu.critic_loss(q, target, batch.weights)
+    else:
+        update_popart(agent, target_agent, target, pop)
+        normalized = agent.critic(rep, batch.action, normalized=True)
+        loss = lu.critic_loss(normalized, stats.normalize(target), batch.weights)
+        q = stats.unnormalize(normalized)
     optimizer_step(optimizer, loss)
     q = q.detach()
     return {
@@ -149,6 +160,17 @@ def critic_update(
         "critic/target_mean": target.mean(),
         "critic/abs_td_error": (q - target.unsqueeze(0)).abs().mean(dim=0).squeeze(-1),
     }
+
+
+@torch.no_grad()
+def update_popart(agent: Agent, target_agent: Agent, targets: torch.Tensor, pop: bool) -> None:
+    """Move the critic's PopArt statistics towards ``targets`` and share them with the target
+    critic; with ``pop`` both output layers are rescaled so their values are preserved."""
+    stats, target_stats = agent.critic.popart, target_agent.critic.popart
+    layers = (agent.critic.output_layer, target_agent.critic.output_layer) if pop else ()
+    stats.update(targets, preserve=layers)
+    target_stats.mu.copy_(stats.mu)
+    target_stats.nu.copy_(stats.nu)
 
 
 def online_actor_update(

@@ -82,9 +82,12 @@ def critic_loss(
     """``sum_i 0.5 * mean_b w_b (Q_i(s_b, a_b) - y_b)^2`` over the N critics in ``q`` ``(N, B, 1)``.
 
     Each critic regresses on the same target (Haarnoja et al. 2018, eq. 5); ``weights`` are the
-    importance-sampling weights of prioritized replay (all ones for uniform replay).
+    importance-sampling weights of prioritized replay (all ones for uniform replay). ``target`` is
+    ``(B, 1)``, or ``(N, B, 1)`` when each critic has its own (PopArt-normalised) target.
     """
-    sq_err = (q - target.unsqueeze(0)).pow(2)
+    if target.dim() == 2:  # one target for every critic
+        target = target.unsqueeze(0)
+    sq_err = (q - target).pow(2)
     if weights is not None:
         sq_err = sq_err * weights.unsqueeze(0)
     return 0.5 * sq_err.mean(dim=(1, 2)).sum()

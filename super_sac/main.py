@@ -380,6 +380,7 @@ class Trainer:
                     use_target_actor=cfg.use_target_actor,
                     target_noise_std=target_noise_std,
                     target_noise_clip=cfg.exploration_update_clip,
+                    pop=cfg.pop,
                 )
             )
             self._track_finite(logs["critic/loss"])

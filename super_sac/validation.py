@@ -25,7 +25,6 @@ _NOT_YET = {
     "bc_warmup_steps": (0, "the behavioral cloning phase"),
     "use_afbc_update_online": (False, "advantage-filtered BC actor updates"),
     "afbc_per": (False, "advantage-prioritized actor batches"),
-    "pop": (False, "PopArt normalisation"),
     "dr3_coeff": (0.0, "the DR3 regulariser"),
     "inverse_markov_coeff": (0.0, "Markov state abstraction losses"),
     "contrastive_markov_coeff": (0.0, "Markov state abstraction losses"),
@@ -97,6 +96,12 @@ def validate_config(
             f"exceeds Agent.num_critics = {agent.num_critics}",
             "set target_critic_ensemble_n <= Agent.num_critics (2 of 2 for SAC/TD3, "
             "2 of 10 for REDQ)",
+        )
+    if cfg.pop and getattr(agent.critic, "popart", None) is None:
+        raise _err(
+            "pop = True",
+            "preserving outputs needs PopArt statistics on the critic",
+            "set Agent.auto_rescale_targets = True as well (or pop = False)",
         )
     if cfg.actor_q_reduction not in lu.CRITIC_REDUCTIONS:
         raise _err(

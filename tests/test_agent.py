@@ -82,7 +82,6 @@ def test_load_refuses_pickled_objects(tmp_path):
         ({"discrete": True}, "SAC-Discrete"),
         ({"ensemble_size": 3}, "SUNRISE"),
         ({"ucb_bonus": 1.0}, "UCB"),
-        ({"auto_rescale_targets": True}, "PopArt"),
     ],
 )
 def test_unimplemented_features_raise_clear_errors(kwargs, words):

@@ -80,6 +80,16 @@ def test_each_gin_file_trains_and_writes_its_run_directory(config):
     assert list(run_dir.glob("events.out.tfevents.*"))
 
 
+def test_popart_trains_end_to_end_and_pop_needs_it():
+    summary = _train(
+        "sac.gin", steps=150, extra=["Agent.auto_rescale_targets = True", "super_sac.pop = True"]
+    )
+    assert summary["critic_updates"] == 50 and np.isfinite(summary["final_eval_return"])
+    gin.clear_config()
+    with pytest.raises(ConfigError, match="pop = True.*auto_rescale_targets"):
+        _run(pop=True)
+
+
 def test_beta_policy_trains_end_to_end():
     summary = _train("sac.gin", steps=150, extra=["Agent.beta_dist = True"])
     assert summary["critic_updates"] == 50 and np.isfinite(summary["final_eval_return"])

@@ -14,7 +14,8 @@ from torch import nn
 
 from super_sac.nets import weight_init
 from super_sac.nets.distributions import ScaledBeta, SquashedNormal
-from super_sac.nets.ensemble import EnsembleMLP
+from super_sac.nets.ensemble import EnsembleLinear, EnsembleMLP
+from super_sac.popart import PopArt
 
 
 def mlp(
@@ -103,12 +104,15 @@ class ContinuousDeterministicActor(nn.Module):
 class ContinuousCritic(nn.Module):
     """An ensemble of ``num_critics`` Q-functions ``Q_i(s, a)`` evaluated in one batched call.
 
-    Generalises TD3's clipped double-Q pair to any ensemble size (REDQ, Chen et al. 2021).
+    Generalises TD3's clipped double-Q pair to any ensemble size (REDQ, Chen et al. 2021). With
+    ``popart`` the network predicts normalised values and :attr:`popart` holds each member's
+    target statistics (see :mod:`super_sac.popart`); :meth:`forward` still returns real values.
 
     :param state_space_size: width of the encoder's state vector.
     :param act_space_size: action dimension.
     :param num_critics: ensemble size N.
     :param hidden_size: hidden width of every member.
+    :param popart: normalise the outputs with PopArt statistics.
     """
 
     def __init__(
@@ -117,14 +121,25 @@ class ContinuousCritic(nn.Module):
         act_space_size: int,
         num_critics: int = 2,
         hidden_size: int = 256,
+        popart: bool = False,
     ) -> None:
         super().__init__()
         self.num_critics = num_critics
         self.net = EnsembleMLP(num_critics, state_space_size + act_space_size, 1, hidden_size)
+        self.popart = PopArt(num_critics) if popart else None
         self.apply(weight_init)
 
+    @property
+    def output_layer(self) -> EnsembleLinear:
+        """The last layer, which PopArt rescales to preserve outputs."""
+        return self.net.layers[-1]
+
     def forward(
-        self, state: torch.Tensor, action: torch.Tensor, detach_params: bool = False
+        self,
+        state: torch.Tensor,
+        action: torch.Tensor,
+        detach_params: bool = False,
+        normalized: bool = False,
     ) -> torch.Tensor:
         """Evaluate every critic.
 
@@ -132,6 +147,10 @@ class ContinuousCritic(nn.Module):
         :param action: ``(B, act_space_size)``.
         :param detach_params: block gradients to the critic's own parameters (they still flow to
             ``state`` and ``action``); the actor update uses this.
+        :param normalized: return PopArt's normalised outputs instead of values.
         :return: ``(num_critics, B, 1)``.
         """
-        return self.net(torch.cat((state, action), dim=-1), detach_params=detach_params)
+        out = self.net(torch.cat((state, action), dim=-1), detach_params=detach_params)
+        if self.popart is not None and not normalized:
+            out = self.popart.unnormalize(out)
+        return out
