@@ -49,10 +49,10 @@ def explain_gin_error(err: Exception) -> str:
     msg = str(err)
     m = re.search(r"No configurable matching (?:reference )?'@?([\w.]+)", msg)
     if m:
-        return msg + _suggest_configurable(m.group(1))
+        return msg + "\n" + _suggest_configurable(m.group(1)).lstrip()
     m = re.search(r"Configurable '([\w.]+)' doesn't have a parameter named '(\w+)'", msg)
     if m:
-        return msg + _suggest_parameter(m.group(1), m.group(2))
+        return msg + "\n" + _suggest_parameter(m.group(1), m.group(2)).lstrip()
     return msg
 
 
