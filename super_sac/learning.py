@@ -126,8 +126,10 @@ def critic_update(
     The encoder is trained through this loss only. ``batch.weights`` (prioritized replay's
     importance weights, ones otherwise) scale each sample's squared error.
 
-    :return: ``critic/loss``, ``critic/q_mean``, ``critic/target_mean`` and
-        ``critic/abs_td_error`` (per sample, mean over critics; new replay priorities).
+    :return: ``critic/loss``, ``critic/q_mean``, ``critic/target_mean``,
+        ``critic/abs_td_error`` (per sample, mean over critics; new replay priorities) and
+        ``critic/member_mse`` (each critic's weighted mean squared TD error, ``(num_critics,)``;
+        the loss is half their sum).
     """
     target = compute_td_target(
         agent,
@@ -143,11 +145,13 @@ def critic_update(
     loss = lu.critic_loss(q, target, batch.weights)
     optimizer_step(optimizer, loss)
     q = q.detach()
+    td_error = q - target.unsqueeze(0)
     return {
         "critic/loss": loss.detach(),
         "critic/q_mean": q.mean(),
         "critic/target_mean": target.mean(),
-        "critic/abs_td_error": (q - target.unsqueeze(0)).abs().mean(dim=0).squeeze(-1),
+        "critic/abs_td_error": td_error.abs().mean(dim=0).squeeze(-1),
+        "critic/member_mse": (td_error.pow(2) * batch.weights.unsqueeze(0)).mean(dim=(1, 2)),
     }
 
 
