@@ -40,7 +40,14 @@ from super_sac.nets.mlps import ContinuousDeterministicActor, ContinuousStochast
 from super_sac.replay import Batch, ReplayBuffer
 from super_sac.utils import atomic_write_json, get_device, set_seed
 
-__all__ = ["POLICY_TYPES", "ActionScaler", "ReplayMemory", "SAC"]
+__all__ = [
+    "POLICY_TYPES",
+    "ActionScaler",
+    "ReplayMemory",
+    "SAC",
+    "check_action_space",
+    "check_spaces",
+]
 
 POLICY_TYPES = ("Gaussian", "Deterministic")
 FORMAT_VERSION = 1
@@ -77,6 +84,11 @@ def check_spaces(observation_space: spaces.Space, action_space: spaces.Space) ->
             "observation first (gymnasium.wrappers.FlattenObservation(env)), or use the gin "
             "loop super_sac.super_sac with an Encoder for dict or image observations."
         )
+    check_action_space(action_space)
+
+
+def check_action_space(action_space: spaces.Space) -> None:
+    """Raise a ``ValueError`` naming the fix unless ``action_space`` is a bounded ``Box``."""
     if not isinstance(action_space, spaces.Box):
         raise ValueError(
             f"SAC needs a continuous (Box) action space, got {action_space}; discrete actions "
@@ -167,7 +179,7 @@ class ReplayMemory:
         self.buffer = ReplayBuffer(size=self.capacity, seed=seed, verbose=False)
         self.scaler = None
         if action_space is not None:
-            check_spaces(spaces.Box(-1.0, 1.0), action_space)
+            check_action_space(action_space)
             self.scaler = ActionScaler(action_space)
 
     def __len__(self) -> int:
@@ -879,7 +891,8 @@ class SAC:
         bootstrapping. Each vector step stores ``num_envs`` transitions and then runs
         ``updates_per_step`` updates.
 
-        :param total_steps: env transitions to collect (summed over the envs).
+        :param total_steps: env transitions to collect (summed over the envs; rounded up to a
+            multiple of ``num_envs``).
         :param warmup_steps: transitions with uniformly random actions before the policy acts
             and updates start.
         :param log_every: every this many transitions, print (``verbose``) and log the mean
