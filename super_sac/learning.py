@@ -129,8 +129,10 @@ def critic_update(
     statistics first moves them towards the batch's targets (rescaling the online and target
     output layers when ``pop``) and then regresses its normalised outputs on normalised targets.
 
-    :return: ``critic/loss``, ``critic/q_mean``, ``critic/target_mean`` and
-        ``critic/abs_td_error`` (per sample, mean over critics; new replay priorities).
+    :return: ``critic/loss``, ``critic/q_mean``, ``critic/target_mean``,
+        ``critic/abs_td_error`` (per sample, mean over critics; new replay priorities) and
+        ``critic/member_mse`` (each critic's weighted mean squared TD error, ``(num_critics,)``;
+        the loss is half their sum).
     """
     target = compute_td_target(
         agent,
@@ -154,11 +156,13 @@ def critic_update(
         q = stats.unnormalize(normalized)
     optimizer_step(optimizer, loss)
     q = q.detach()
+    td_error = q - target.unsqueeze(0)
     return {
         "critic/loss": loss.detach(),
         "critic/q_mean": q.mean(),
         "critic/target_mean": target.mean(),
-        "critic/abs_td_error": (q - target.unsqueeze(0)).abs().mean(dim=0).squeeze(-1),
+        "critic/abs_td_error": td_error.abs().mean(dim=0).squeeze(-1),
+        "critic/member_mse": (td_error.pow(2) * batch.weights.unsqueeze(0)).mean(dim=(1, 2)),
     }
 
 

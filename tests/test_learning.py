@@ -235,3 +235,33 @@ def test_make_target_agent_is_a_frozen_copy():
     for p, q in zip(agent.parameters(), target.parameters()):
         assert torch.equal(p, q) and p is not q and not q.requires_grad
     lu.soft_update(lu.params_of(target.critic), lu.params_of(agent.critic), 1.0)
+
+
+class TrainableOffsetCritic(nn.Module):
+    """Q_i(s, a) = c_i + sum(a) with trainable offsets c_i."""
+
+    def __init__(self, constants):
+        super().__init__()
+        self.c = nn.Parameter(torch.tensor(constants).view(-1, 1, 1))
+
+    def forward(self, state, action, detach_params=False):
+        return self.c + action.sum(-1, keepdim=True).unsqueeze(0)
+
+
+def test_critic_update_reports_each_critics_weighted_mse():
+    policy = FixedPolicy(torch.zeros(2, 1), torch.zeros(2, 1))
+    critic = TrainableOffsetCritic([1.0, 3.0])
+    agent = _stub_agent(lambda rep: policy, critic, True)
+    target_agent = _stub_agent(None, LinearInActionCritic([2.0, 4.0]), True)
+    batch = _batch(reward=[1.0, 0.0], done=[0.0, 1.0], discount=[0.5, 0.5])
+    batch.action = torch.tensor([[0.5], [-1.0]])
+    batch.weights = torch.tensor([[1.0], [3.0]])
+    opt = torch.optim.SGD(critic.parameters(), lr=0.1)
+    logs = learning.critic_update(
+        agent, target_agent, batch, opt, alpha=torch.tensor(0.3), target_critic_ensemble_n=2
+    )
+    # y = r + 0.5 (1 - done) min(2, 4) = [2, 0]; Q_1 = 1 + a = [1.5, 0], Q_2 = 3 + a = [3.5, 2]
+    # critic 1: (1 * 0.25 + 3 * 0) / 2 = 0.125; critic 2: (1 * 2.25 + 3 * 4) / 2 = 7.125
+    torch.testing.assert_close(logs["critic/member_mse"], torch.tensor([0.125, 7.125]))
+    assert logs["critic/loss"].item() == pytest.approx(0.5 * (0.125 + 7.125))
+    assert critic.c.flatten().tolist() != [1.0, 3.0]  # the step ran after the errors were taken
