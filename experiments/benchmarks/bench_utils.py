@@ -1,0 +1,122 @@
+"""Helpers shared by the benchmark scripts in this folder.
+
+The scripts are run as files (``python experiments/benchmarks/<name>.py``), so this module is
+imported as a sibling. It loads ``experiments/gym/train_gym.py`` by path (the experiments folder
+is not a package), runs our library through its ``main(argv)`` with nothing written to disk, and
+writes result tables.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import platform
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO_ROOT = HERE.parents[1]
+RESULTS_DIR = HERE / "results"
+TRAIN_GYM_PATH = REPO_ROOT / "experiments" / "gym" / "train_gym.py"
+
+# Bindings that keep a run of ours entirely in memory: no run directory, no logger, no tqdm bar.
+QUIET_BINDINGS: tuple[str, ...] = (
+    "super_sac.save_to_disk = False",
+    "super_sac.log_to_disk = False",
+    "super_sac.verbosity = 0",
+)
+
+_train_gym: ModuleType | None = None
+
+
+def load_train_gym() -> ModuleType:
+    """Import ``experiments/gym/train_gym.py`` once and return the module."""
+    global _train_gym
+    if _train_gym is None:
+        spec = importlib.util.spec_from_file_location("train_gym", TRAIN_GYM_PATH)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {TRAIN_GYM_PATH}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["train_gym"] = module
+        spec.loader.exec_module(module)
+        _train_gym = module
+    return _train_gym
+
+
+def run_ours(
+    config: str,
+    env_id: str,
+    seed: int,
+    steps: int,
+    bindings: Sequence[str],
+    threads: int,
+) -> dict[str, Any]:
+    """Train our agent through ``train_gym.main`` and return its summary dict.
+
+    ``train_gym.main`` finalises (locks) the global gin config when it parses the gin files, so
+    a second call in the same process would fail with "Attempted to modify locked Gin config";
+    the config is therefore cleared before every call.
+
+    :param config: gin file name in ``experiments/gym`` (``sac.gin``, ``td3.gin``, ...).
+    :param env_id: gymnasium env id.
+    :param seed: run seed.
+    :param steps: ``super_sac.num_steps_online``.
+    :param bindings: extra gin bindings, applied after :data:`QUIET_BINDINGS`.
+    :param threads: torch CPU threads.
+    """
+    import gin
+
+    train_gym = load_train_gym()
+    gin.clear_config()
+    argv = [
+        "--env", env_id, "--config", config, "--seed", str(seed), "--steps", str(steps),
+        "--threads", str(threads), "--logging", "none", "--device", "cpu",
+    ]
+    for binding in (*QUIET_BINDINGS, *bindings):
+        argv += ["--gin_bindings", binding]
+    return train_gym.main(argv)
+
+
+def lr_bindings(lr: float, with_alpha: bool) -> list[str]:
+    """Gin bindings that give every optimizer of ours (and alpha's, for SAC) the rate ``lr``."""
+    out = [f"super_sac.{key} = {lr!r}" for key in ("actor_lr", "critic_lr", "encoder_lr")]
+    if with_alpha:
+        out.append(f"super_sac.alpha_lr = {lr!r}")
+    return out
+
+
+def versions() -> dict[str, str]:
+    """Versions of the interpreter and the libraries the benchmarks depend on."""
+    import gymnasium
+    import numpy
+    import stable_baselines3
+    import torch
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "gymnasium": gymnasium.__version__,
+        "stable_baselines3": stable_baselines3.__version__,
+        "numpy": numpy.__version__,
+        "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+    }
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub-flavoured markdown table."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_results(name: str, markdown: str, payload: dict[str, Any]) -> tuple[Path, Path]:
+    """Write ``results/<name>.md`` and ``results/<name>.json``; return both paths."""
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    md_path = RESULTS_DIR / f"{name}.md"
+    json_path = RESULTS_DIR / f"{name}.json"
+    md_path.write_text(markdown.rstrip() + "\n")
+    json_path.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
+    return md_path, json_path
