@@ -221,10 +221,14 @@ def alpha_update(
 ) -> Logs:
     """Automatic entropy tuning (Haarnoja et al. 2018b), loss written in ``log alpha``.
 
-    See :func:`super_sac.learning_utils.alpha_loss`. :return: ``alpha/loss``, ``alpha/value``.
+    See :func:`super_sac.learning_utils.alpha_loss`. Its gradient,
+    ``-(E[log pi] + H_target)``, is set directly instead of running autograd on a
+    one-parameter graph. :return: ``alpha/loss``, ``alpha/value`` (after the step).
     """
-    loss = lu.alpha_loss(log_alpha, log_prob_mean, target_entropy)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    with torch.no_grad():
+        loss = lu.alpha_loss(log_alpha, log_prob_mean, target_entropy)
+        log_alpha.grad = (
+            -(log_prob_mean + target_entropy).to(log_alpha.dtype).reshape(log_alpha.shape)
+        )
     optimizer.step()
-    return {"alpha/loss": loss.detach(), "alpha/value": log_alpha.detach().exp()}
+    return {"alpha/loss": loss, "alpha/value": log_alpha.detach().exp()}

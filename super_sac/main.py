@@ -238,7 +238,9 @@ class Trainer:
             init_log_alpha, device=self.device, requires_grad=cfg.alpha_lr > 0
         )
         self.alpha_optimizer = (
-            torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr) if cfg.alpha_lr > 0 else None
+            learning.build_optimizer(learning.ParamGroup([self.log_alpha], cfg.alpha_lr))
+            if cfg.alpha_lr > 0
+            else None
         )
         self.target_entropy = lu.continuous_target_entropy(
             agent.act_space_size, cfg.target_entropy_mul

@@ -265,3 +265,21 @@ def test_critic_update_reports_each_critics_weighted_mse():
     torch.testing.assert_close(logs["critic/member_mse"], torch.tensor([0.125, 7.125]))
     assert logs["critic/loss"].item() == pytest.approx(0.5 * (0.125 + 7.125))
     assert critic.c.flatten().tolist() != [1.0, 3.0]  # the step ran after the errors were taken
+
+
+def test_alpha_update_gradient_equals_autograd_of_the_loss():
+    log_alpha = torch.tensor(0.3, requires_grad=True)
+    log_prob_mean = torch.tensor(-0.7)
+    lu.alpha_loss(log_alpha, log_prob_mean, -2.0).backward()
+    expected = log_alpha.grad.clone()  # -(E[log pi] + H) = -(-0.7 - 2.0) = 2.7
+    assert expected.item() == pytest.approx(2.7)
+
+    class Recorder(torch.optim.SGD):
+        def step(self, closure=None):
+            self.seen = log_alpha.grad.clone()
+
+    log_alpha.grad = None
+    opt = Recorder([log_alpha], lr=0.0)
+    logs = learning.alpha_update(log_alpha, opt, log_prob_mean, -2.0)
+    assert torch.equal(opt.seen, expected)
+    assert logs["alpha/loss"].item() == pytest.approx(-0.3 * -2.7)
