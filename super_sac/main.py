@@ -9,12 +9,12 @@ online phase, and the behavioral-cloning and offline phases plug in beside it.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import os
 import shutil
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,88 +38,6 @@ from super_sac.utils import (
     make_run_dir,
     set_seed,
 )
-
-
-@dataclass
-class TrainConfig:
-    """Every setting of :func:`super_sac` (see its docstring for their meaning)."""
-
-    num_steps_offline: int = 0
-    num_steps_online: int = 1_000_000
-    random_warmup_steps: int = 1_000
-    bc_warmup_steps: int = 0
-    afbc_actor_updates_per_step: int = 1
-    pg_actor_updates_per_step: int = 1
-    critic_updates_per_step: int = 1
-    use_afbc_update_online: bool = False
-    use_pg_update_online: bool = True
-    transitions_per_online_step: int = 1
-    actor_delay: int = 1
-    infinite_bootstrap: bool = False
-    ignore_all_dones: bool = False
-    max_episode_steps: int | None = None
-    batch_size: int = 256
-    reuse_replay_dicts: bool = True
-    actor_lr: float = 3e-4
-    critic_lr: float = 3e-4
-    encoder_lr: float = 3e-4
-    actor_clip: float | None = None
-    critic_clip: float | None = None
-    encoder_clip: float | None = None
-    actor_l2: float = 0.0
-    critic_l2: float = 0.0
-    encoder_l2: float = 0.0
-    pop: bool = False
-    dr3_coeff: float = 0.0
-    inverse_markov_coeff: float = 0.0
-    contrastive_markov_coeff: float = 0.0
-    smoothness_markov_coeff: float = 0.0
-    smoothness_markov_max_dist: float = 0.1
-    init_alpha: float = 1.0
-    alpha_lr: float = 3e-4
-    target_entropy_mul: float = 1.0
-    use_exploration_process: bool = False
-    exploration_param_init: float = 0.1
-    exploration_param_final: float = 0.1
-    exploration_param_anneal: int = 1
-    exploration_update_clip: float | None = 0.5
-    target_noise_std: float | None = None
-    target_critic_ensemble_n: int = 2
-    gamma: float = 0.99
-    mlp_tau: float = 0.005
-    encoder_tau: float = 0.01
-    target_delay: int = 1
-    n_step: int = 1
-    use_target_actor: bool = False
-    actor_q_reduction: str = "min"
-    weighted_bellman_temp: float | None = None
-    weight_type: str = "sunrise"
-    afbc_per: bool = False
-    augmenter: Any = None
-    encoder_lambda: float = 0.0
-    actor_lambda: float = 0.0
-    aug_mix: float = 1.0
-    render: bool = False
-    eval_interval: int = 5_000
-    eval_episodes: int = 10
-    logging_method: str = "tensorboard"
-    wandb_entity: str | None = None
-    wandb_project: str | None = None
-    base_save_path: str | None = None
-    name: str = "ssac_run"
-    save_to_disk: bool = True
-    log_to_disk: bool = True
-    log_interval: int = 1_000
-    save_interval: int = 10_000
-    save_best: bool = False
-    verbosity: int = 1
-    seed: int | None = None
-    checkpoint_interval: int = 10_000
-    keep_checkpoints: int = 2
-    resume: bool | str = False
-    run_info: dict[str, Any] | None = None
-
-
 from super_sac.validation import ConfigError, validate_config  # noqa: E402,F401
 
 
@@ -952,3 +870,21 @@ def super_sac(
     if seed is not None:
         set_seed(seed)
     return Trainer(agent, buffer, train_env, test_env, cfg).run()
+
+
+def _config_class() -> type:
+    """``TrainConfig``: a dataclass with one field per setting of :func:`super_sac`, built from
+    its signature so that names and defaults live in one place."""
+    objects = ("agent", "buffer", "train_env", "test_env")
+    fields = [
+        (p.name, p.annotation, dataclasses.field(default=p.default))
+        for p in inspect.signature(super_sac).parameters.values()
+        if p.name not in objects
+    ]
+    cls = dataclasses.make_dataclass("TrainConfig", fields)
+    cls.__module__ = __name__
+    cls.__doc__ = "Every setting of :func:`super_sac` (see its docstring for their meaning)."
+    return cls
+
+
+TrainConfig = _config_class()
