@@ -39,6 +39,7 @@ from super_sac.nets import FlatEncoder
 from super_sac.nets.mlps import ContinuousDeterministicActor, ContinuousStochasticActor
 from super_sac.replay import Batch, ReplayBuffer
 from super_sac.utils import atomic_write_json, flush_denormals, get_device, set_seed
+from super_sac.wrappers import has_finite_bounds
 
 __all__ = [
     "POLICY_TYPES",
@@ -94,7 +95,7 @@ def check_action_space(action_space: spaces.Space) -> None:
             f"SAC needs a continuous (Box) action space, got {action_space}; discrete actions "
             "are not supported yet."
         )
-    if not (np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
+    if not has_finite_bounds(action_space):
         raise ValueError(
             f"the action space {action_space} is unbounded, but SAC's actors output bounded "
             "actions that are rescaled to the env's bounds. Give the env its physical limits, "

@@ -44,23 +44,19 @@ def get_device(spec: str | torch.device = "auto") -> torch.device:
 def make_run_dir(base_save_path: str | os.PathLike, name: str) -> Path:
     """Create and return ``base_save_path/<name>_<i>`` for the first free ``i`` (race-free)."""
     base = Path(base_save_path)
-    try:
-        base.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise PermissionError(
-            f"cannot create the save directory {base} ({err}); set SSAC_SAVE or "
-            "base_save_path to a writable folder"
-        ) from err
-    if not os.access(base, os.W_OK):
-        raise PermissionError(f"save directory {base} is not writable; set SSAC_SAVE elsewhere")
     i = 0
     while True:
         run_dir = base / f"{name}_{i}"
         try:
-            run_dir.mkdir()
+            run_dir.mkdir(parents=True)
             return run_dir
         except FileExistsError:
             i += 1
+        except OSError as err:
+            raise PermissionError(
+                f"cannot create the run directory {run_dir} ({err}); set SSAC_SAVE or "
+                "base_save_path to a writable folder"
+            ) from err
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

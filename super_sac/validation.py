@@ -14,6 +14,7 @@ from super_sac import learning_utils as lu
 from super_sac.agent import Agent
 from super_sac.loggers import LOGGING_METHODS, resolve_wandb_target
 from super_sac.replay import ReplayBuffer
+from super_sac.wrappers import has_finite_bounds
 
 if TYPE_CHECKING:
     from super_sac.main import TrainConfig
@@ -171,7 +172,7 @@ def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym
             )
         if not isinstance(act_space, spaces.Box):
             raise ConfigError(f"{label} action space {act_space} is not a Box")
-        if not (np.all(np.isfinite(act_space.low)) and np.all(np.isfinite(act_space.high))):
+        if not has_finite_bounds(act_space):
             raise ConfigError(
                 f"{label} has an unbounded action space {act_space}. Fix: give the env finite "
                 "action bounds, then wrap it with super_sac.wrappers.NormActionSpace."

@@ -38,11 +38,16 @@ class SimpleGymWrapper(gym.ObservationWrapper):
         return {self.key: np.asarray(observation, dtype=np.float32)}
 
 
+def has_finite_bounds(space: spaces.Box) -> bool:
+    """Whether every lower and upper bound of a ``Box`` is finite."""
+    return bool(np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high)))
+
+
 def check_bounded_box(space: spaces.Space, what: str = "action space") -> spaces.Box:
     """Return ``space`` if it is a ``Box`` with finite bounds, else raise a ``ValueError``."""
     if not isinstance(space, spaces.Box):
         raise ValueError(f"expected a Box {what}, got {space}")
-    if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+    if not has_finite_bounds(space):
         raise ValueError(
             f"the {what} {space} is unbounded; super_sac's actors output bounded actions. Give "
             "the env finite action bounds (for example gymnasium.wrappers.ClipAction on a copy "
