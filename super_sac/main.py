@@ -152,8 +152,10 @@ class Trainer:
             )
         )
         init_log_alpha = math.log(cfg.init_alpha) if cfg.init_alpha > 0 else -math.inf
-        self.log_alpha = torch.tensor(
-            init_log_alpha, device=self.device, requires_grad=cfg.alpha_lr > 0
+        # one entropy coefficient per SUNRISE member (a scalar for a single agent)
+        shape = (agent.ensemble_size,) if agent.ensemble_size > 1 else ()
+        self.log_alpha = torch.full(
+            shape, init_log_alpha, device=self.device, requires_grad=cfg.alpha_lr > 0
         )
         self.alpha_optimizer = (
             learning.build_optimizer(learning.ParamGroup([self.log_alpha], cfg.alpha_lr))
@@ -288,29 +290,68 @@ class Trainer:
     def _sample(self):
         return self.buffer.sample(self.cfg.batch_size, device=self.device)
 
+    def _critic_step(self, batch, alpha: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One critic update on ``batch``: a single agent's, or every SUNRISE member's."""
+        cfg, agent = self.cfg, self.agent
+        if agent.ensemble_size > 1:
+            return learning.ensemble_critic_update(
+                agent,
+                self.target_agent,
+                batch,
+                self.critic_optimizer,
+                alpha=alpha,
+                target_critic_ensemble_n=cfg.target_critic_ensemble_n,
+                weighted_bellman_temp=cfg.weighted_bellman_temp or None,
+                weight_type=cfg.weight_type,
+                masks=self._bootstrap_masks(batch),
+            )
+        target_noise_std = self.noise.std if cfg.target_noise_std is None else cfg.target_noise_std
+        return learning.critic_update(
+            agent,
+            self.target_agent,
+            batch,
+            self.critic_optimizer,
+            alpha=alpha,
+            target_critic_ensemble_n=cfg.target_critic_ensemble_n,
+            use_target_actor=cfg.use_target_actor,
+            target_noise_std=target_noise_std,
+            target_noise_clip=cfg.exploration_update_clip,
+            pop=cfg.pop,
+        )
+
+    def _actor_step(self, batch, alpha: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One policy-gradient actor update: a single agent's, or every SUNRISE member's."""
+        cfg, agent = self.cfg, self.agent
+        if agent.ensemble_size > 1:
+            return learning.ensemble_actor_update(
+                agent,
+                batch,
+                self.actor_optimizer,
+                alpha=alpha,
+                actor_q_reduction=cfg.actor_q_reduction,
+                masks=self._bootstrap_masks(batch),
+            )
+        return learning.online_actor_update(
+            agent, batch, self.actor_optimizer, alpha=alpha, actor_q_reduction=cfg.actor_q_reduction
+        )
+
+    def _bootstrap_masks(self, batch) -> torch.Tensor | None:
+        if self.cfg.bootstrap_mask_prob >= 1.0:
+            return None
+        idxs = torch.as_tensor(batch.idxs, device=self.device)
+        return lu.bootstrap_masks(
+            idxs, self.agent.ensemble_size, self.cfg.bootstrap_mask_prob, self.base_seed
+        )
+
     def update(self) -> None:
         """One online step's updates: critics (and target critics), then the actor and alpha."""
-        cfg, agent = self.cfg, self.agent
+        cfg = self.cfg
         logs: dict[str, torch.Tensor] = {}
         alpha = self.alpha
-        target_noise_std = self.noise.std if cfg.target_noise_std is None else cfg.target_noise_std
         batch = None
         for _ in range(cfg.critic_updates_per_step):
             batch = self._sample()
-            logs.update(
-                learning.critic_update(
-                    agent,
-                    self.target_agent,
-                    batch,
-                    self.critic_optimizer,
-                    alpha=alpha,
-                    target_critic_ensemble_n=cfg.target_critic_ensemble_n,
-                    use_target_actor=cfg.use_target_actor,
-                    target_noise_std=target_noise_std,
-                    target_noise_clip=cfg.exploration_update_clip,
-                    pop=cfg.pop,
-                )
-            )
+            logs.update(self._critic_step(batch, alpha))
             self._track_finite(logs["critic/loss"])
             if self.buffer.prioritized:
                 self.buffer.update_priorities(batch.idxs, logs["critic/abs_td_error"])
@@ -322,15 +363,7 @@ class Trainer:
             for i in range(cfg.pg_actor_updates_per_step):
                 if not (cfg.reuse_replay_dicts and i == 0 and batch is not None):
                     batch = self._sample()
-                logs.update(
-                    learning.online_actor_update(
-                        agent,
-                        batch,
-                        self.actor_optimizer,
-                        alpha=alpha,
-                        actor_q_reduction=cfg.actor_q_reduction,
-                    )
-                )
+                logs.update(self._actor_step(batch, alpha))
                 self._track_finite(logs["actor/loss"])
                 if self.alpha_optimizer is not None:
                     logs.update(
@@ -351,7 +384,7 @@ class Trainer:
     # ------------------------------------------------------------------ fault checks
     def _track_finite(self, loss: torch.Tensor) -> None:
         # a device-side flag: no host sync here; it is read by ``check_finite``
-        self._losses_finite = self._losses_finite & torch.isfinite(loss)
+        self._losses_finite = self._losses_finite & torch.isfinite(loss).all()
 
     def check_finite(self, params: bool = False) -> None:
         """Stop with :class:`NonFiniteError` if a loss (or, with ``params``, a weight) is NaN/inf.
@@ -394,7 +427,7 @@ class Trainer:
                 "step": self.step,
                 "env_steps": self.env_steps,
                 "metrics": values,
-                "alpha": float(self.alpha),
+                "alpha": self.alpha.tolist(),
             },
         )
         return folder
@@ -432,7 +465,7 @@ class Trainer:
                 "schedule/critic_updates": float(self.critic_updates),
                 "schedule/actor_updates": float(self.actor_updates),
                 "schedule/exploration_std": self.noise.std,
-                "schedule/alpha": float(self.alpha),
+                "schedule/alpha": float(self.alpha.mean()),
                 "schedule/buffer_size": float(len(self.buffer)),
                 "perf/env_steps_per_s": (self.env_steps - self._session_start[0])
                 / max(elapsed, 1e-9),
@@ -647,6 +680,13 @@ class Trainer:
             f"({cfg.exploration_param_init}->{cfg.exploration_param_final})",
             f"  run directory: {self.run_dir or 'none (nothing saved)'}; logs: {self.logger.where}",
         ]
+        if agent.ensemble_size > 1:
+            lines.insert(
+                2,
+                f"  SUNRISE ensemble of {agent.ensemble_size} (ucb_bonus {agent.ucb_bonus}, "
+                f"weighted backups T={cfg.weighted_bellman_temp} {cfg.weight_type}, bootstrap "
+                f"p={cfg.bootstrap_mask_prob})",
+            )
         if cfg.resume:
             lines.append(f"  resumed from {self.last_checkpoint} at online step {self.step}")
         print("\n".join(lines), flush=True)
@@ -813,6 +853,7 @@ def super_sac(
     actor_q_reduction: str = "min",
     weighted_bellman_temp: float | None = None,
     weight_type: str = "sunrise",
+    bootstrap_mask_prob: float = 1.0,
     afbc_per: bool = False,
     augmenter: Any = None,
     encoder_lambda: float = 0.0,

@@ -80,8 +80,6 @@ def test_load_refuses_pickled_objects(tmp_path):
     "kwargs, words",
     [
         ({"discrete": True}, "SAC-Discrete"),
-        ({"ensemble_size": 3}, "SUNRISE"),
-        ({"ucb_bonus": 1.0}, "UCB"),
     ],
 )
 def test_unimplemented_features_raise_clear_errors(kwargs, words):
@@ -92,6 +90,10 @@ def test_unimplemented_features_raise_clear_errors(kwargs, words):
 def test_bad_settings():
     with pytest.raises(ValueError, match="num_critics"):
         _agent(num_critics=0)
+    with pytest.raises(ValueError, match="ucb_bonus must be >= 0"):
+        _agent(ucb_bonus=-1.0)
+    with pytest.raises(ValueError, match="cannot hold an actor ensemble"):
+        _agent(ensemble_size=3, actor_network_cls=ContinuousDeterministicActor)
     with pytest.raises(ValueError, match="adv_method"):
         _agent(adv_method="median")
     with pytest.raises(TypeError, match="Encoder"):

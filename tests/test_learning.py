@@ -57,9 +57,13 @@ def _batch(reward, done, discount):
     )
 
 
-def _stub_agent(actor, critic, stochastic):
+def _stub_agent(actor, critic, stochastic, num_critics=2):
     return SimpleNamespace(
-        encoder=lambda o: o["obs"], actor=actor, critic=critic, stochastic=stochastic
+        encoder=lambda o: o["obs"],
+        actor=actor,
+        critic=critic,
+        stochastic=stochastic,
+        num_critics=num_critics,
     )
 
 

@@ -54,7 +54,7 @@ def _train(config, steps=300, extra=(), argv=()):
     )
 
 
-@pytest.mark.parametrize("config", ["sac.gin", "td3.gin", "ddpg.gin", "redq.gin"])
+@pytest.mark.parametrize("config", ["sac.gin", "td3.gin", "ddpg.gin", "redq.gin", "sunrise.gin"])
 def test_each_gin_file_trains_and_writes_its_run_directory(config):
     summary = _train(config)
     run_dir = Path(summary["run_dir"])
@@ -106,6 +106,12 @@ def test_algorithms_differ_as_their_papers_say():
     assert gin.query_parameter("super_sac.target_critic_ensemble_n") == 2
     assert gin.query_parameter("super_sac.critic_updates_per_step") == 20
     assert gin.query_parameter("super_sac.actor_q_reduction") == "mean"
+    gin.clear_config()
+    parse_gin(["sunrise.gin"], search_dirs=[ROOT / "experiments" / "gym"])
+    assert gin.query_parameter("Agent.ensemble_size") == 5
+    assert gin.query_parameter("Agent.ucb_bonus") == 1.0
+    assert gin.query_parameter("super_sac.weighted_bellman_temp") == 20.0
+    assert gin.query_parameter("super_sac.weight_type") == "sunrise"
     gin.clear_config()
     parse_gin(["ddpg.gin"], search_dirs=[ROOT / "experiments" / "gym"])
     assert gin.query_parameter("Agent.num_critics") == 1
