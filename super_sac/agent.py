@@ -280,6 +280,18 @@ class Agent(nn.Module):
         action = out.mean if self.stochastic else out
         return action.mean(dim=0) if self.ensemble_size > 1 else action
 
+    def compile_networks(self, **compile_kwargs: Any) -> None:
+        """Apply :func:`torch.compile` in place to the encoder's, actor's and critic's networks
+        (their ``net`` attribute where they have one, so that the distributions they return stay
+        plain Python). Parameter names, ``state_dict`` and checkpoints are unchanged.
+
+        :param compile_kwargs: passed to :meth:`torch.nn.Module.compile` (``mode=...``).
+        """
+        for module in (self.encoder, self.actor, self.critic):
+            net = getattr(module, "net", module)
+            if isinstance(net, nn.Module) and any(True for _ in net.parameters()):
+                net.compile(**compile_kwargs)
+
     # ------------------------------------------------------------------ persistence
     def _signature(self) -> dict[str, Any]:
         return {

@@ -106,6 +106,9 @@ class Trainer:
         self.base_seed = cfg.seed if cfg.seed is not None else int(np.random.randint(2**31 - 1))
         self.np_rng = np.random.default_rng(self.base_seed)
         self.target_agent = learning.make_target_agent(agent)
+        if cfg.compile:
+            for networks in (agent, self.target_agent):
+                networks.compile_networks()
         self._build_optimizers()
         self.noise = lu.GaussianExplorationNoise(
             cfg.exploration_param_init, cfg.exploration_param_final, cfg.exploration_param_anneal
@@ -878,6 +881,7 @@ def super_sac(
     keep_checkpoints: int = 2,
     resume: bool | str = False,
     run_info: dict[str, Any] | None = None,
+    compile: bool = False,
 ) -> dict[str, Any]:
     """Train ``agent`` off-policy; every argument after the four objects is a gin setting.
 
@@ -904,6 +908,11 @@ def super_sac(
     continues from the newest intact checkpoint. ``run_info`` is stored in ``hparams.json``
     (the training scripts keep their command line there). Returns the run summary (also written
     to ``summary.json``).
+
+    ``compile = True`` applies ``torch.compile`` to the networks of the agent and its target
+    copy (:meth:`Agent.compile_networks`). It costs minutes of compilation at the first updates;
+    on the CPU it measured slower than eager mode (see experiments/benchmarks/README.md), so it
+    is off by default and meant for GPUs.
     """
     settings = dict(locals())
     cfg = TrainConfig(**{f.name: settings[f.name] for f in dataclasses.fields(TrainConfig)})

@@ -108,3 +108,21 @@ def test_beta_policy_agent_acts_in_bounds_and_is_recorded():
     assert agent._signature()["beta_dist"] is True
     with pytest.raises(ValueError, match="no Beta distribution"):
         _agent(beta_dist=True, actor_network_cls=ContinuousDeterministicActor)
+
+
+def test_compile_networks_keeps_parameter_names_and_outputs():
+    agent = _agent()
+    keys = list(agent.state_dict())
+    agent.compile_networks()
+    assert list(agent.state_dict()) == keys
+    assert agent.actor.net._compiled_call_impl is not None
+    assert agent.critic.net._compiled_call_impl is not None
+
+
+@pytest.mark.slow
+def test_compiled_networks_compute_the_same_values():
+    agent = _agent()
+    rep = torch.randn(8, 3)
+    eager = agent.critic(rep, torch.zeros(8, 2))
+    agent.compile_networks()
+    assert torch.allclose(agent.critic(rep, torch.zeros(8, 2)), eager, atol=1e-5)
