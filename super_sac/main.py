@@ -36,6 +36,7 @@ from super_sac.utils import (
     atomic_write_text,
     flush_denormals,
     make_run_dir,
+    matmul_precision,
     set_seed,
 )
 from super_sac.validation import ConfigError, validate_config  # noqa: E402,F401
@@ -730,6 +731,10 @@ class Trainer:
 
     def run(self) -> dict[str, Any]:
         """Open (or resume) the run, train through the phases, save, and summarise."""
+        with matmul_precision(self.cfg.matmul_precision):
+            return self._run()
+
+    def _run(self) -> dict[str, Any]:
         self.open_run()
         if self.cfg.resume:
             self.restore()
@@ -882,6 +887,7 @@ def super_sac(
     resume: bool | str = False,
     run_info: dict[str, Any] | None = None,
     compile: bool = False,
+    matmul_precision: str = "highest",
 ) -> dict[str, Any]:
     """Train ``agent`` off-policy; every argument after the four objects is a gin setting.
 
@@ -912,7 +918,8 @@ def super_sac(
     ``compile = True`` applies ``torch.compile`` to the networks of the agent and its target
     copy (:meth:`Agent.compile_networks`). It costs minutes of compilation at the first updates;
     on the CPU it measured slower than eager mode (see experiments/benchmarks/README.md), so it
-    is off by default and meant for GPUs.
+    is off by default and meant for GPUs. ``matmul_precision`` trades float32 exactness of the
+    matrix products for speed during the run (see :func:`super_sac.utils.matmul_precision`).
     """
     settings = dict(locals())
     cfg = TrainConfig(**{f.name: settings[f.name] for f in dataclasses.fields(TrainConfig)})

@@ -14,6 +14,7 @@ from super_sac import learning_utils as lu
 from super_sac.agent import Agent
 from super_sac.loggers import LOGGING_METHODS, resolve_wandb_target
 from super_sac.replay import ReplayBuffer
+from super_sac.utils import MATMUL_PRECISIONS
 from super_sac.wrappers import has_finite_bounds
 
 if TYPE_CHECKING:
@@ -98,6 +99,12 @@ def validate_config(
             "2 of 10 for REDQ)",
         )
     _validate_ensemble(cfg, agent)
+    if cfg.matmul_precision not in MATMUL_PRECISIONS:
+        raise _err(
+            f"matmul_precision = {cfg.matmul_precision!r}",
+            "unknown float32 matmul precision",
+            f"choose one of {MATMUL_PRECISIONS} (torch.set_float32_matmul_precision)",
+        )
     if cfg.pop and getattr(agent.critic, "popart", None) is None:
         raise _err(
             "pop = True",

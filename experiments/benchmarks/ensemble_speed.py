@@ -283,6 +283,25 @@ def ms_per_env_step(impl: Any, steps: int, warmup: int = 2) -> float:
     return 1000.0 * (time.perf_counter() - start) / steps
 
 
+MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+
+def matmul_share(impl: Any, steps: int) -> float:
+    """Fraction of the profiled CPU time spent inside matrix products (self time of the
+    ``aten`` matmul kernels), over ``steps`` env steps: what bounds a side that is no longer
+    slowed by Python overhead."""
+    from torch.profiler import ProfilerActivity, profile
+
+    impl.env_step()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            impl.env_step()
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    matmul = sum(e.self_cpu_time_total for e in events if e.key in MATMUL_OPS)
+    return matmul / max(total, 1e-9)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -292,6 +311,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=3, help="rounds of ours + reference")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--profile", action="store_true",
+                   help="also report the share of time each side spends in matrix products")
     p.add_argument("--name", default="ensemble_speed",
                    help="basename of the result files in experiments/benchmarks/results/")
     return p.parse_args(argv)
@@ -325,11 +346,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         results[algo] = {"steps": steps, "rounds": rounds, "ours_median_ms": ours_med,
                          "loop_median_ms": loop_med, "ratio": loop_med / ours_med,
                          "median_round_ratio": statistics.median(t["ratio"] for t in rounds)}
-        rows.append([algo, f"{ours_med:.1f}", f"{loop_med:.1f}", f"{loop_med / ours_med:.2f}",
-                     ", ".join(f"{t['ratio']:.2f}" for t in rounds)])
-    table = bench_utils.markdown_table(
-        ["algorithm", "ours ms/env step", "looped ms/env step", "speed-up", "per-round ratios"],
-        rows)
+        row = [algo, f"{ours_med:.1f}", f"{loop_med:.1f}", f"{loop_med / ours_med:.2f}",
+               ", ".join(f"{t['ratio']:.2f}" for t in rounds)]
+        if args.profile:
+            share_steps = max(1, steps // 4)
+            shares = {"ours": matmul_share(Ours(algo, buffer, args.hidden), share_steps),
+                      "loop": matmul_share(refs[algo](buffer, args.hidden), share_steps)}
+            results[algo]["matmul_share"] = shares
+            row += [f"{100 * shares['ours']:.0f}%", f"{100 * shares['loop']:.0f}%"]
+        rows.append(row)
+    headers = ["algorithm", "ours ms/env step", "looped ms/env step", "speed-up",
+               "per-round ratios"]
+    if args.profile:
+        headers += ["ours: matmul share", "looped: matmul share"]
+    table = bench_utils.markdown_table(headers, rows)
     print("\n" + table, flush=True)
     header = (
         "# Ensemble speed: vectorized against looped REDQ and SUNRISE\n\n"
