@@ -14,7 +14,13 @@ import torch
 from torch import nn
 
 from super_sac.nets import Encoder
-from super_sac.nets.mlps import ContinuousCritic, ContinuousStochasticActor
+from super_sac.nets.mlps import (
+    ContinuousCritic,
+    ContinuousDeterministicActor,
+    ContinuousStochasticActor,
+    DiscreteActor,
+    DiscreteCritic,
+)
 
 ObsDict = Mapping[str, Any]
 
@@ -36,12 +42,30 @@ def _accepts(cls: Any, name: str) -> bool:
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
+def _discrete_classes(actor_cls: Any, critic_cls: Any) -> tuple[Any, Any]:
+    """The actor and critic classes of a discrete agent: continuous defaults become their discrete
+    counterparts; the deterministic actor (DDPG/TD3) has no discrete meaning and is refused."""
+    if actor_cls is ContinuousDeterministicActor:
+        raise ValueError(
+            "Agent.discrete = True with actor_network_cls = ContinuousDeterministicActor: "
+            "deterministic (DDPG/TD3-style) actors output continuous actions. Fix: use "
+            "Agent.actor_network_cls = @super_sac.nets.mlps.DiscreteActor (epsilon-greedy "
+            "exploration comes from super_sac.use_exploration_process = True)."
+        )
+    if actor_cls is ContinuousStochasticActor:
+        actor_cls = DiscreteActor
+    if critic_cls is ContinuousCritic:
+        critic_cls = DiscreteCritic
+    return actor_cls, critic_cls
+
+
 @gin.configurable
 class Agent(nn.Module):
     """Encoder + actor + an ensemble of ``num_critics`` critics, acting on dict observations.
 
     Actions live in the library's normalised space ``[-1, 1]^act_space_size``; wrap the env with
-    :class:`super_sac.wrappers.NormActionSpace` to rescale them to its bounds.
+    :class:`super_sac.wrappers.NormActionSpace` to rescale them to its bounds. Discrete agents
+    (``discrete=True``) act with int64 indices in ``[0, act_space_size)``.
 
     :param act_space_size: action dimension (continuous) or number of actions (discrete).
     :param encoder: an :class:`super_sac.nets.Encoder` turning observation dicts into states.
@@ -49,7 +73,10 @@ class Agent(nn.Module):
         ``cls(state_space_size, act_space_size, [log_std_low, log_std_high,] hidden_size)``.
     :param critic_network_cls: critic ensemble class, built as
         ``cls(state_space_size, act_space_size, num_critics, hidden_size)``.
-    :param discrete: discrete actions (SAC-Discrete; not implemented yet).
+    :param discrete: discrete actions (SAC-Discrete, Christodoulou 2019): actions are integers in
+        ``[0, act_space_size)``. When the actor and critic classes are left at their continuous
+        defaults they become :class:`~super_sac.nets.mlps.DiscreteActor` and
+        :class:`~super_sac.nets.mlps.DiscreteCritic`.
     :param ensemble_size: SUNRISE ensemble size (only 1 is implemented yet).
     :param num_critics: critics per ensemble member (2 = clipped double-Q, 10 = REDQ).
     :param ucb_bonus: SUNRISE UCB exploration bonus (not implemented yet; keep 0).
@@ -92,6 +119,10 @@ class Agent(nn.Module):
             adv_method,
             beta_dist,
         )
+        if discrete:
+            actor_network_cls, critic_network_cls = _discrete_classes(
+                actor_network_cls, critic_network_cls
+            )
         state_size = encoder.embedding_dim
         actor_kwargs: dict[str, Any] = {"hidden_size": hidden_size}
         if _accepts(actor_network_cls, "log_std_low"):
@@ -148,11 +179,17 @@ class Agent(nn.Module):
             raise ValueError(f"Agent.ensemble_size must be >= 1, got {ensemble_size}")
         if adv_method not in ADV_METHODS:
             raise ValueError(f"Agent.adv_method must be one of {ADV_METHODS}, got {adv_method!r}")
-        if discrete:
+        if discrete and ensemble_size > 1:
             raise _not_yet(
-                "Agent.discrete = True",
-                "SAC-Discrete (DiscreteActor/DiscreteCritic)",
-                "Use a continuous (Box) action space for now.",
+                f"Agent.discrete = True with Agent.ensemble_size = {ensemble_size}",
+                "SUNRISE ensembles of discrete actors",
+                "Set Agent.ensemble_size = 1 for discrete actions.",
+            )
+        if discrete and (auto_rescale_targets or beta_dist):
+            raise ValueError(
+                "Agent.discrete = True does not support "
+                + ("auto_rescale_targets (PopArt)" if auto_rescale_targets else "beta_dist")
+                + ". Fix: set Agent.auto_rescale_targets = False and Agent.beta_dist = False."
             )
         if ensemble_size > 1:
             raise _not_yet(
@@ -202,7 +239,8 @@ class Agent(nn.Module):
 
     @torch.no_grad()
     def forward(self, obs: ObsDict, batched: bool = False) -> Any:
-        """The deterministic (evaluation) action: the actor's mean, in ``[-1, 1]``.
+        """The deterministic (evaluation) action: the actor's mean, in ``[-1, 1]`` (continuous),
+        or the most probable action, an int64 index (discrete).
 
         :param obs: an observation dict of numpy arrays or tensors.
         :param batched: the arrays already carry a leading batch dimension (parallel envs).
@@ -213,8 +251,8 @@ class Agent(nn.Module):
 
     @torch.no_grad()
     def sample_action(self, obs: ObsDict, batched: bool = False) -> Any:
-        """An exploration action: a policy sample (stochastic actors) or the mean (deterministic
-        actors, which explore with the loop's noise process).
+        """An exploration action: a policy sample (stochastic actors; int64 indices for discrete
+        actors) or the mean (deterministic actors, which explore with the loop's noise process).
 
         :param obs: an observation dict of numpy arrays or tensors.
         :param batched: the arrays already carry a leading batch dimension (parallel envs).
@@ -225,8 +263,11 @@ class Agent(nn.Module):
         return self._to_output(action, batched, from_numpy)
 
     def mean_action(self, state_rep: torch.Tensor) -> torch.Tensor:
-        """Deterministic action for encoded states ``(B, embedding_dim)``."""
+        """Deterministic action for encoded states ``(B, embedding_dim)``: the actor's mean, or
+        for discrete actors the argmax of the action probabilities, ``(B,)`` int64."""
         out = self.actor(state_rep)
+        if self.discrete:
+            return out.probs.argmax(dim=-1)
         return out.mean if self.stochastic else out
 
     # ------------------------------------------------------------------ persistence

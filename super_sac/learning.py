@@ -93,7 +93,16 @@ def compute_td_target(
     ``y = R + gamma^k (1 - done) min_M Q'(s', clip(mu'(s') + clip(eps, -c, c), -1, 1))``
     with ``eps ~ N(0, target_noise_std^2)`` (Fujimoto et al. 2018; DDPG sets the std to 0).
     ``min_M`` is over a random subset of ``target_critic_ensemble_n`` target critics (REDQ).
+    Discrete agents use :func:`compute_discrete_td_target`.
     """
+    if agent.discrete:
+        return compute_discrete_td_target(
+            agent,
+            target_agent,
+            batch,
+            alpha=alpha,
+            target_critic_ensemble_n=target_critic_ensemble_n,
+        )
     next_rep = target_agent.encoder(batch.next_obs)
     actor = target_agent.actor if use_target_actor else agent.actor
     if agent.stochastic:
@@ -107,6 +116,37 @@ def compute_td_target(
     )
     next_value = lu.soft_value(next_q, next_log_prob, alpha) if agent.stochastic else next_q
     return lu.td_target(batch.reward, batch.done, batch.discount, next_value)
+
+
+@torch.no_grad()
+def compute_discrete_td_target(
+    agent: Agent,
+    target_agent: Agent,
+    batch: Batch,
+    *,
+    alpha: torch.Tensor,
+    target_critic_ensemble_n: int,
+) -> torch.Tensor:
+    """SAC-Discrete's TD target ``(B, 1)`` (Christodoulou 2019, eq. 10), exact over next actions:
+
+    ``y = R + gamma^k (1 - done) sum_a' pi(a'|s') [min_M Q'(s', a') - alpha log pi(a'|s')]``
+
+    with ``pi`` the online actor on target-encoded ``s'`` and ``min_M`` the minimum over a random
+    subset of ``target_critic_ensemble_n`` target critics, taken per action (REDQ).
+    """
+    next_rep = target_agent.encoder(batch.next_obs)
+    dist = agent.actor(next_rep)
+    next_q = lu.random_subset_min(target_agent.critic(next_rep), target_critic_ensemble_n)
+    next_value = lu.discrete_soft_value(next_q, dist.probs, dist.logits, alpha)
+    return lu.td_target(batch.reward, batch.done, batch.discount, next_value)
+
+
+def critic_values(agent: Agent, rep: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """``Q_i(s, a)`` of every critic, ``(N, B, 1)``: continuous critics take the action as input;
+    discrete critics output every action's value and the taken one is gathered."""
+    if agent.discrete:
+        return lu.gather_actions(agent.critic(rep), action)
+    return agent.critic(rep, action)
 
 
 def critic_update(
@@ -147,7 +187,7 @@ def critic_update(
     rep = agent.encoder(batch.obs)
     stats = getattr(agent.critic, "popart", None)
     if stats is None:
-        q = agent.critic(rep, batch.action)
+        q = critic_values(agent, rep, batch.action)
         loss = lu.critic_loss(q, target, batch.weights)
     else:
         update_popart(agent, target_agent, target, pop)
@@ -190,15 +230,27 @@ def online_actor_update(
     Stochastic actors minimise ``E[alpha log pi(a|s) - Q(s, a)]`` with reparameterised samples
     (SAC); deterministic actors minimise ``-E[Q(s, mu(s))]`` (DDPG/TD3). ``Q`` is the critic
     ensemble reduced by ``actor_q_reduction`` ("min", "mean" or "first"). The actor sees detached
-    encoder features and the critics' parameters receive no gradient.
+    encoder features and the critics' parameters receive no gradient. Discrete actors minimise
+    SAC-Discrete's exact expectation (see :func:`super_sac.learning_utils.discrete_actor_loss`).
+
+    To let the actor loss train the encoder too, compute ``rep`` with gradients in a copy of
+    this function; the library keeps the encoder a critic-only module (Yarats et al. 2019 found
+    actor gradients through the encoder harmful for pixel SAC).
 
     :return: ``actor/loss``, ``actor/q`` and, for stochastic actors, ``actor/log_prob``
-        (the batch mean of ``log pi``, which :func:`alpha_update` consumes).
+        (the batch mean of ``log pi`` -- for discrete actors the exact ``sum_a pi log pi`` --,
+        which :func:`alpha_update` consumes).
     """
     with torch.no_grad():
         rep = agent.encoder(batch.obs)
     logs: Logs = {}
-    if agent.stochastic:
+    if agent.discrete:
+        dist = agent.actor(rep)
+        q = lu.reduce_critics(agent.critic(rep, detach_params=True), actor_q_reduction)
+        loss = lu.discrete_actor_loss(q, dist.probs, dist.logits, alpha)
+        logs["actor/log_prob"] = lu.expected_log_prob(dist.probs, dist.logits).detach()
+        q = (dist.probs * q).sum(dim=-1)
+    elif agent.stochastic:
         action, log_prob = agent.actor(rep).rsample_with_log_prob()
         q = lu.reduce_critics(agent.critic(rep, action, detach_params=True), actor_q_reduction)
         loss = lu.sac_actor_loss(q, log_prob, alpha)

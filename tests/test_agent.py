@@ -79,7 +79,7 @@ def test_load_refuses_pickled_objects(tmp_path):
 @pytest.mark.parametrize(
     "kwargs, words",
     [
-        ({"discrete": True}, "SAC-Discrete"),
+        ({"discrete": True, "ensemble_size": 3}, "SUNRISE ensembles of discrete actors"),
         ({"ensemble_size": 3}, "SUNRISE"),
         ({"ucb_bonus": 1.0}, "UCB"),
     ],

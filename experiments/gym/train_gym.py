@@ -1,6 +1,8 @@
-"""Train on any gymnasium env with Box observations and a bounded Box action space.
+"""Train on any gymnasium env with Box observations and a bounded Box action space, or (with
+SAC-Discrete) a Discrete action space.
 
     python experiments/gym/train_gym.py --env Pendulum-v1 --config sac.gin
+    python experiments/gym/train_gym.py --env CartPole-v1 --config sac_discrete.gin
     python experiments/gym/train_gym.py --env HalfCheetah-v5 --config td3.gin --seed 1
     python experiments/gym/train_gym.py --env Pendulum-v1 --config ddpg.gin \
         --gin_bindings "super_sac.batch_size = 512" --steps 20000
@@ -74,12 +76,22 @@ def make_envs(env_id: str, parallel_envs: int, max_episode_steps: int | None) ->
 
 
 def build_agent(test_env: gym.Env, device: torch.device) -> super_sac.Agent:
-    """A gin-configured Agent whose encoder concatenates the observation dict's keys."""
+    """A gin-configured Agent whose encoder concatenates the observation dict's keys; a Discrete
+    action space makes it a SAC-Discrete agent (``discrete=True``, one output per action)."""
     dim = sum(gym.spaces.flatdim(space) for space in test_env.observation_space.spaces.values())
-    act_dim = int(test_env.action_space.shape[0])
-    return super_sac.Agent(act_space_size=act_dim, encoder=super_sac.nets.FlatEncoder(dim)).to(
+    act_space_size, discrete = action_spec(test_env.action_space)
+    encoder = super_sac.nets.FlatEncoder(dim)
+    return super_sac.Agent(act_space_size=act_space_size, encoder=encoder, discrete=discrete).to(
         device
     )
+
+
+def action_spec(space: gym.Space) -> tuple[int, bool]:
+    """``(act_space_size, discrete)`` for the Agent: the number of actions of a Discrete space,
+    or the dimension of a Box."""
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n), True
+    return int(space.shape[0]), False
 
 
 def _resumed_args(args: argparse.Namespace) -> tuple[argparse.Namespace, list[str]]:
