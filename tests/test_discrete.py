@@ -32,13 +32,7 @@ from test_main import SMALL as GYM_SMALL  # noqa: E402
 LN_025, LN_075, LN_05 = math.log(0.25), math.log(0.75), math.log(0.5)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny networks: one torch thread is faster than several on a busy machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ----------------------------------------------------------------------------- networks
