@@ -267,9 +267,9 @@ def test_epsilon_follows_the_linear_schedule_in_the_loop():
 SMALL = [*GYM_SMALL, "super_sac.checkpoint_interval = 150"]
 
 
-def _cartpole(steps=300, extra=(), argv=()):
+def _cartpole(steps=300, extra=(), argv=(), env="CartPole-v1", config="sac_discrete.gin"):
     bindings = [x for b in SMALL + list(extra) for x in ("--gin_bindings", b)]
-    args = ["--env", "CartPole-v1", "--config", "sac_discrete.gin", "--steps", str(steps)]
+    args = ["--env", env, "--config", config, "--steps", str(steps)]
     return train_gym.main([*args, "--seed", "0", *bindings, *argv])
 
 
@@ -293,6 +293,14 @@ def test_sac_discrete_gin_trains_on_cartpole_and_resumes():
 )
 def test_sac_discrete_variants_run(extra):
     summary = _cartpole(steps=200, extra=["super_sac.save_to_disk = False", *extra])
+    assert summary["env_steps"] == 200 and np.isfinite(summary["final_eval_return"])
+
+
+def test_sac_discrete_lunarlander_gin_runs():
+    pytest.importorskip("Box2D", reason="LunarLander needs box2d (pip install -e '.[box2d]')")
+    small = ["super_sac.save_to_disk = False", "Agent.hidden_size = 32",
+             "super_sac.batch_size = 32", "super_sac.random_warmup_steps = 100"]  # fmt: skip
+    summary = _cartpole(200, small, env="LunarLander-v3", config="sac_discrete_lunarlander.gin")
     assert summary["env_steps"] == 200 and np.isfinite(summary["final_eval_return"])
 
 
