@@ -15,7 +15,13 @@ from torch import nn
 
 from super_sac import learning_utils as lu
 from super_sac.nets import Encoder
-from super_sac.nets.mlps import ContinuousCritic, ContinuousStochasticActor
+from super_sac.nets.mlps import (
+    ContinuousCritic,
+    ContinuousDeterministicActor,
+    ContinuousStochasticActor,
+    DiscreteActor,
+    DiscreteCritic,
+)
 
 ObsDict = Mapping[str, Any]
 
@@ -37,12 +43,30 @@ def _accepts(cls: Any, name: str) -> bool:
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
+def _discrete_classes(actor_cls: Any, critic_cls: Any) -> tuple[Any, Any]:
+    """The actor and critic classes of a discrete agent: continuous defaults become their discrete
+    counterparts; the deterministic actor (DDPG/TD3) has no discrete meaning and is refused."""
+    if actor_cls is ContinuousDeterministicActor:
+        raise ValueError(
+            "Agent.discrete = True with actor_network_cls = ContinuousDeterministicActor: "
+            "deterministic (DDPG/TD3-style) actors output continuous actions. Fix: use "
+            "Agent.actor_network_cls = @super_sac.nets.mlps.DiscreteActor (epsilon-greedy "
+            "exploration comes from super_sac.use_exploration_process = True)."
+        )
+    if actor_cls is ContinuousStochasticActor:
+        actor_cls = DiscreteActor
+    if critic_cls is ContinuousCritic:
+        critic_cls = DiscreteCritic
+    return actor_cls, critic_cls
+
+
 @gin.configurable
 class Agent(nn.Module):
     """Encoder + actor + an ensemble of ``num_critics`` critics, acting on dict observations.
 
     Actions live in the library's normalised space ``[-1, 1]^act_space_size``; wrap the env with
-    :class:`super_sac.wrappers.NormActionSpace` to rescale them to its bounds.
+    :class:`super_sac.wrappers.NormActionSpace` to rescale them to its bounds. Discrete agents
+    (``discrete=True``) act with int64 indices in ``[0, act_space_size)``.
 
     :param act_space_size: action dimension (continuous) or number of actions (discrete).
     :param encoder: an :class:`super_sac.nets.Encoder` turning observation dicts into states.
@@ -50,7 +74,10 @@ class Agent(nn.Module):
         ``cls(state_space_size, act_space_size, [log_std_low, log_std_high,] hidden_size)``.
     :param critic_network_cls: critic ensemble class, built as
         ``cls(state_space_size, act_space_size, num_critics, hidden_size)``.
-    :param discrete: discrete actions (SAC-Discrete; not implemented yet).
+    :param discrete: discrete actions (SAC-Discrete, Christodoulou 2019): actions are integers in
+        ``[0, act_space_size)``. When the actor and critic classes are left at their continuous
+        defaults they become :class:`~super_sac.nets.mlps.DiscreteActor` and
+        :class:`~super_sac.nets.mlps.DiscreteCritic`.
     :param ensemble_size: SUNRISE ensemble size E (Lee et al. 2021): E actors, each with its own
         ``num_critics`` critics and entropy coefficient, held in one actor module and one critic
         module with a leading member dimension (critics ``e*N .. e*N + N - 1`` belong to member
@@ -97,6 +124,10 @@ class Agent(nn.Module):
             adv_method,
             beta_dist,
         )
+        if discrete:
+            actor_network_cls, critic_network_cls = _discrete_classes(
+                actor_network_cls, critic_network_cls
+            )
         state_size = encoder.embedding_dim
         actor_kwargs: dict[str, Any] = {"hidden_size": hidden_size}
         if _accepts(actor_network_cls, "log_std_low"):
@@ -173,11 +204,11 @@ class Agent(nn.Module):
             raise ValueError(f"Agent.ensemble_size must be >= 1, got {ensemble_size}")
         if adv_method not in ADV_METHODS:
             raise ValueError(f"Agent.adv_method must be one of {ADV_METHODS}, got {adv_method!r}")
-        if discrete:
-            raise _not_yet(
-                "Agent.discrete = True",
-                "SAC-Discrete (DiscreteActor/DiscreteCritic)",
-                "Use a continuous (Box) action space for now.",
+        if discrete and (auto_rescale_targets or beta_dist):
+            raise ValueError(
+                "Agent.discrete = True does not support "
+                + ("auto_rescale_targets (PopArt)" if auto_rescale_targets else "beta_dist")
+                + ". Fix: set Agent.auto_rescale_targets = False and Agent.beta_dist = False."
             )
         if ucb_bonus < 0.0:
             raise ValueError(
@@ -220,7 +251,8 @@ class Agent(nn.Module):
 
     @torch.no_grad()
     def forward(self, obs: ObsDict, batched: bool = False) -> Any:
-        """The deterministic (evaluation) action: the actor's mean, in ``[-1, 1]``.
+        """The deterministic (evaluation) action: the actor's mean, in ``[-1, 1]`` (continuous),
+        or the most probable action, an int64 index (discrete).
 
         :param obs: an observation dict of numpy arrays or tensors.
         :param batched: the arrays already carry a leading batch dimension (parallel envs).
@@ -231,10 +263,11 @@ class Agent(nn.Module):
 
     @torch.no_grad()
     def sample_action(self, obs: ObsDict, batched: bool = False) -> Any:
-        """An exploration action: a policy sample (stochastic actors) or the mean (deterministic
-        actors, which explore with the loop's noise process). An ensemble (SUNRISE) samples from
-        one randomly chosen member per state, or with ``ucb_bonus > 0`` from the member whose
-        proposal has the highest upper confidence bound (see :meth:`explore_ensemble`).
+        """An exploration action: a policy sample (stochastic actors; int64 indices for discrete
+        actors) or the mean (deterministic actors, which explore with the loop's noise process).
+        An ensemble (SUNRISE) samples from one randomly chosen member per state, or with
+        ``ucb_bonus > 0`` from the member whose proposal has the highest upper confidence bound
+        (see :meth:`explore_ensemble`).
 
         :param obs: an observation dict of numpy arrays or tensors.
         :param batched: the arrays already carry a leading batch dimension (parallel envs).
@@ -253,8 +286,9 @@ class Agent(nn.Module):
         Every member proposes a sample for every state. With ``ucb_bonus = 0`` each state takes
         the proposal of a uniformly drawn member; otherwise the proposal maximising
         ``mean(Q) + ucb_bonus * std(Q)`` over all ``ensemble_size * num_critics`` critics.
+        Discrete agents return ``(B,)`` action indices.
         """
-        proposals = self.actor(state_rep).sample()  # (E, B, A)
+        proposals = self.actor(state_rep).sample()  # (E, B, A), or (E, B) indices if discrete
         num_members, batch = proposals.shape[:2]
         if self.ucb_bonus > 0.0:
             q = self.critic_values_of_candidates(state_rep, proposals)
@@ -266,17 +300,26 @@ class Agent(nn.Module):
     def critic_values_of_candidates(
         self, state_rep: torch.Tensor, candidates: torch.Tensor
     ) -> torch.Tensor:
-        """Every critic's value of every candidate action: ``candidates`` ``(C, B, A)`` for
-        states ``(B, D)`` give ``(K, C, B)``, ``K`` the critics of all members."""
+        """Every critic's value of every candidate action: ``candidates`` ``(C, B, A)`` (or
+        ``(C, B)`` discrete indices) for states ``(B, D)`` give ``(K, C, B)``, ``K`` the critics
+        of all members."""
         num_candidates, batch = candidates.shape[:2]
+        if self.discrete:  # every action's value is there already: gather each candidate's
+            q_all = self.critic(state_rep)  # (K, B, A)
+            idx = candidates.t().unsqueeze(0).expand(q_all.shape[0], -1, -1)  # (K, B, C)
+            return q_all.gather(-1, idx).transpose(1, 2)
         reps = state_rep.repeat(num_candidates, 1)  # (C*B, D), candidate-major
         q = self.critic(reps, candidates.reshape(num_candidates * batch, -1))
         return q.reshape(q.shape[0], num_candidates, batch)
 
     def mean_action(self, state_rep: torch.Tensor) -> torch.Tensor:
-        """Deterministic action for encoded states ``(B, embedding_dim)``; an ensemble acts
-        with the mean of its members' mean actions."""
+        """Deterministic action for encoded states ``(B, embedding_dim)``: the actor's mean (an
+        ensemble: the mean of its members' means), or for discrete actors the argmax of the
+        action probabilities, ``(B,)`` int64."""
         out = self.actor(state_rep)
+        if self.discrete:  # an ensemble: the action of highest mean probability
+            probs = out.probs.mean(dim=0) if self.ensemble_size > 1 else out.probs
+            return probs.argmax(dim=-1)
         action = out.mean if self.stochastic else out
         return action.mean(dim=0) if self.ensemble_size > 1 else action
 

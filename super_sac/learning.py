@@ -115,7 +115,16 @@ def compute_td_target(
     ``y = R + gamma^k (1 - done) min_M Q'(s', clip(mu'(s') + clip(eps, -c, c), -1, 1))``
     with ``eps ~ N(0, target_noise_std^2)`` (Fujimoto et al. 2018; DDPG sets the std to 0).
     ``min_M`` is over a random subset of ``target_critic_ensemble_n`` target critics (REDQ).
+    Discrete agents use :func:`compute_discrete_td_target`.
     """
+    if agent.discrete:
+        return compute_discrete_td_target(
+            agent,
+            target_agent,
+            batch,
+            alpha=alpha,
+            target_critic_ensemble_n=target_critic_ensemble_n,
+        )
     next_rep = target_agent.encoder(batch.next_obs)
     actor = target_agent.actor if use_target_actor else agent.actor
     if agent.stochastic:
@@ -128,6 +137,37 @@ def compute_td_target(
     next_q = evaluate_critics(target_agent.critic, next_rep, next_action, subset).amin(dim=0)
     next_value = lu.soft_value(next_q, next_log_prob, alpha) if agent.stochastic else next_q
     return lu.td_target(batch.reward, batch.done, batch.discount, next_value)
+
+
+@torch.no_grad()
+def compute_discrete_td_target(
+    agent: Agent,
+    target_agent: Agent,
+    batch: Batch,
+    *,
+    alpha: torch.Tensor,
+    target_critic_ensemble_n: int,
+) -> torch.Tensor:
+    """SAC-Discrete's TD target ``(B, 1)`` (Christodoulou 2019, eq. 10), exact over next actions:
+
+    ``y = R + gamma^k (1 - done) sum_a' pi(a'|s') [min_M Q'(s', a') - alpha log pi(a'|s')]``
+
+    with ``pi`` the online actor on target-encoded ``s'`` and ``min_M`` the minimum over a random
+    subset of ``target_critic_ensemble_n`` target critics, taken per action (REDQ).
+    """
+    next_rep = target_agent.encoder(batch.next_obs)
+    dist = agent.actor(next_rep)
+    next_q = lu.random_subset_min(target_agent.critic(next_rep), target_critic_ensemble_n)
+    next_value = lu.discrete_soft_value(next_q, dist.probs, dist.logits, alpha)
+    return lu.td_target(batch.reward, batch.done, batch.discount, next_value)
+
+
+def critic_values(agent: Agent, rep: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """``Q_i(s, a)`` of every critic, ``(N, B, 1)``: continuous critics take the action as input;
+    discrete critics output every action's value and the taken one is gathered."""
+    if agent.discrete:
+        return lu.gather_actions(agent.critic(rep), action)
+    return agent.critic(rep, action)
 
 
 def critic_update(
@@ -168,7 +208,7 @@ def critic_update(
     rep = agent.encoder(batch.obs)
     stats = getattr(agent.critic, "popart", None)
     if stats is None:
-        q = agent.critic(rep, batch.action)
+        q = critic_values(agent, rep, batch.action)
         loss = lu.critic_loss(q, target, batch.weights)
     else:
         update_popart(agent, target_agent, target, pop)
@@ -218,15 +258,27 @@ def online_actor_update(
     Stochastic actors minimise ``E[alpha log pi(a|s) - Q(s, a)]`` with reparameterised samples
     (SAC); deterministic actors minimise ``-E[Q(s, mu(s))]`` (DDPG/TD3). ``Q`` is the critic
     ensemble reduced by ``actor_q_reduction`` ("min", "mean" or "first"). The actor sees detached
-    encoder features and the critics' parameters receive no gradient.
+    encoder features and the critics' parameters receive no gradient. Discrete actors minimise
+    SAC-Discrete's exact expectation (see :func:`super_sac.learning_utils.discrete_actor_loss`).
+
+    To let the actor loss train the encoder too, compute ``rep`` with gradients in a copy of
+    this function; the library keeps the encoder a critic-only module (Yarats et al. 2019 found
+    actor gradients through the encoder harmful for pixel SAC).
 
     :return: ``actor/loss``, ``actor/q`` and, for stochastic actors, ``actor/log_prob``
-        (the batch mean of ``log pi``, which :func:`alpha_update` consumes).
+        (the batch mean of ``log pi`` -- for discrete actors the exact ``sum_a pi log pi`` --,
+        which :func:`alpha_update` consumes).
     """
     with torch.no_grad():
         rep = agent.encoder(batch.obs)
     logs: Logs = {}
-    if agent.stochastic:
+    if agent.discrete:
+        dist = agent.actor(rep)
+        q = lu.reduce_critics(agent.critic(rep, detach_params=True), actor_q_reduction)
+        loss = lu.discrete_actor_loss(q, dist.probs, dist.logits, alpha)
+        logs["actor/log_prob"] = lu.expected_log_prob(dist.probs, dist.logits).detach()
+        q = (dist.probs * q).sum(dim=-1)
+    elif agent.stochastic:
         action, log_prob = agent.actor(rep).rsample_with_log_prob()
         q = lu.reduce_critics(agent.critic(rep, action, detach_params=True), actor_q_reduction)
         loss = lu.sac_actor_loss(q, log_prob, alpha)
@@ -298,6 +350,17 @@ def compute_ensemble_td_target(
     """
     num_members = agent.ensemble_size
     next_rep = target_agent.encoder(batch.next_obs)
+    if agent.discrete:
+        return _discrete_ensemble_td_target(
+            agent,
+            target_agent,
+            batch,
+            next_rep,
+            alpha=alpha,
+            target_critic_ensemble_n=target_critic_ensemble_n,
+            weighted_bellman_temp=weighted_bellman_temp,
+            weight_type=weight_type,
+        )
     next_action, next_log_prob = agent.actor(next_rep).rsample_with_log_prob()  # (E, B, *)
     weights = None
     if weighted_bellman_temp is not None:
@@ -314,6 +377,37 @@ def compute_ensemble_td_target(
         )
     next_q = next_q_sub.amin(dim=1)  # (E, B, 1)
     next_value = lu.soft_value(next_q, next_log_prob, alpha.view(-1, 1, 1))
+    return lu.td_target(batch.reward, batch.done, batch.discount, next_value), weights
+
+
+def _discrete_ensemble_td_target(
+    agent: Agent,
+    target_agent: Agent,
+    batch: Batch,
+    next_rep: torch.Tensor,
+    *,
+    alpha: torch.Tensor,
+    target_critic_ensemble_n: int,
+    weighted_bellman_temp: float | None,
+    weight_type: str,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`compute_ensemble_td_target` for SAC-Discrete members: member ``e``'s value is the
+    exact expectation ``sum_a pi_e(a|s') [min_M Q'_e(s', a) - alpha_e log pi_e(a|s')]``; the
+    backup weights use the spread of the target critics' expected values ``sum_a pi_e Q'_{e,i}``,
+    each member's critics under that member's policy."""
+    dist = agent.actor(next_rep)
+    probs, log_probs = dist.probs, dist.logits  # (E, B, A)
+    next_q_all = _member_view(agent, target_agent.critic(next_rep))  # (E, N, B, A)
+    subset = lu.random_subset(agent.num_critics, target_critic_ensemble_n, next_rep.device)
+    next_q_sub = next_q_all if subset is None else next_q_all.index_select(1, subset)
+    weights = None
+    if weighted_bellman_temp is not None:
+        expected = (probs.unsqueeze(1) * next_q_all).sum(dim=-1, keepdim=True)  # (E, N, B, 1)
+        spread = expected.flatten(0, 1).std(dim=0, correction=0)
+        weights = lu.backup_weights(spread, weighted_bellman_temp, weight_type)
+    next_value = lu.discrete_soft_value(
+        next_q_sub.amin(dim=1), probs, log_probs, alpha.view(-1, 1, 1)
+    )
     return lu.td_target(batch.reward, batch.done, batch.discount, next_value), weights
 
 
@@ -358,7 +452,7 @@ def ensemble_critic_update(
     weights = weights.expand(num_members, -1, -1).repeat_interleave(n, dim=0)  # (E*N, B, 1)
     per_critic_target = target.repeat_interleave(n, dim=0)  # (E*N, B, 1)
     rep = agent.encoder(batch.obs)
-    q = agent.critic(rep, batch.action)
+    q = critic_values(agent, rep, batch.action)
     loss = lu.critic_loss(q, per_critic_target, weights)
     optimizer_step(optimizer, loss)
     logs = _critic_logs(loss, q, per_critic_target, batch.weights)
@@ -376,7 +470,8 @@ def ensemble_actor_update(
     actor_q_reduction: str = "min",
     masks: torch.Tensor | None = None,
 ) -> Logs:
-    """SUNRISE's actor update: each member's SAC objective on its own critics, summed.
+    """SUNRISE's actor update: each member's SAC objective on its own critics, summed
+    (SAC-Discrete's exact expectation over actions for discrete members).
 
     ``L = sum_e mean_b m_{e,b} [alpha_e log pi_e(a|s_b) - Q_e(s_b, a)] / mean_b m_{e,b}``,
     ``a ~ pi_e`` reparameterised, ``Q_e`` member ``e``'s critics reduced by
@@ -387,10 +482,20 @@ def ensemble_actor_update(
     """
     with torch.no_grad():
         rep = agent.encoder(batch.obs)
-    action, log_prob = agent.actor(rep).rsample_with_log_prob()  # (E, B, A), (E, B, 1)
-    q_all = _member_view(agent, agent.critic(rep, action, detach_params=True))  # (E, N, B, 1)
-    q = lu.reduce_critics(q_all.transpose(0, 1), actor_q_reduction)  # (E, B, 1)
-    per_sample = alpha.view(-1, 1, 1) * log_prob - q
+    alpha = alpha.view(-1, 1, 1)
+    if agent.discrete:  # exact expectations over actions, each member under its own policy
+        dist = agent.actor(rep)
+        probs, log_probs = dist.probs, dist.logits  # (E, B, A)
+        q_all = _member_view(agent, agent.critic(rep, detach_params=True))  # (E, N, B, A)
+        q_actions = lu.reduce_critics(q_all.transpose(0, 1), actor_q_reduction)  # (E, B, A)
+        per_sample = (probs * (alpha * log_probs - q_actions)).sum(dim=-1, keepdim=True)
+        log_prob = (probs * log_probs).sum(dim=-1, keepdim=True)  # (E, B, 1)
+        q = (probs * q_actions).sum(dim=-1, keepdim=True)
+    else:
+        action, log_prob = agent.actor(rep).rsample_with_log_prob()  # (E, B, A), (E, B, 1)
+        q_all = _member_view(agent, agent.critic(rep, action, detach_params=True))
+        q = lu.reduce_critics(q_all.transpose(0, 1), actor_q_reduction)  # (E, B, 1)
+        per_sample = alpha * log_prob - q
     if masks is not None:
         per_sample = per_sample * masks / masks.mean(dim=(1, 2), keepdim=True).clamp_min(1e-6)
     loss = per_sample.mean(dim=(1, 2)).sum()

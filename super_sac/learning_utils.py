@@ -3,8 +3,10 @@ exploration schedules. Each is a small function of tensors that tests check by h
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
+import numpy as np
 import torch
 
 CRITIC_REDUCTIONS = ("min", "mean", "first")
@@ -82,6 +84,35 @@ def soft_value(
 ) -> torch.Tensor:
     """SAC's soft state value ``V(s') = Q(s', a') - alpha * log pi(a'|s')``, ``a' ~ pi``."""
     return next_q - alpha * next_log_prob
+
+
+def discrete_soft_value(
+    next_q: torch.Tensor,
+    next_probs: torch.Tensor,
+    next_log_probs: torch.Tensor,
+    alpha: torch.Tensor,
+) -> torch.Tensor:
+    """SAC-Discrete's soft state value, an exact expectation over the ``A`` actions
+    (Christodoulou 2019, eq. 10): ``V(s') = sum_a pi(a|s') [Q(s', a) - alpha log pi(a|s')]``.
+
+    :param next_q: ``(B, A)`` target Q-values (already reduced over the critic ensemble).
+    :param next_probs: ``(B, A)`` action probabilities ``pi(.|s')``.
+    :param next_log_probs: ``(B, A)`` their logarithms.
+    :param alpha: entropy coefficient.
+    :return: ``(B, 1)``.
+    """
+    return (next_probs * (next_q - alpha * next_log_probs)).sum(dim=-1, keepdim=True)
+
+
+def gather_actions(q: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """Pick ``Q_i(s_b, a_b)`` out of discrete critic outputs.
+
+    :param q: ``(N, B, A)`` values of every action for each of the N critics.
+    :param action: ``(B,)`` or ``(B, 1)`` integer actions.
+    :return: ``(N, B, 1)``, the layout of continuous critics.
+    """
+    idx = action.reshape(1, -1, 1).long().expand(q.shape[0], -1, 1)
+    return q.gather(-1, idx)
 
 
 def clipped_gaussian_noise(like: torch.Tensor, std: float, clip: float | None) -> torch.Tensor:
@@ -176,6 +207,29 @@ def sac_actor_loss(q: torch.Tensor, log_prob: torch.Tensor, alpha: torch.Tensor)
     return (alpha * log_prob - q).mean()
 
 
+def discrete_actor_loss(
+    q: torch.Tensor, probs: torch.Tensor, log_probs: torch.Tensor, alpha: torch.Tensor
+) -> torch.Tensor:
+    """SAC-Discrete's policy objective, exact over actions (Christodoulou 2019, eq. 12):
+    ``E_s[sum_a pi(a|s) (alpha log pi(a|s) - Q(s, a))]``.
+
+    :param q: ``(B, A)`` critic values (reduced over the ensemble, no gradient needed).
+    :param probs: ``(B, A)`` action probabilities.
+    :param log_probs: ``(B, A)`` their logarithms.
+    :param alpha: entropy coefficient.
+    """
+    return (probs * (alpha * log_probs - q)).sum(dim=-1).mean()
+
+
+def expected_log_prob(probs: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
+    """``E_s[sum_a pi(a|s) log pi(a|s)]``, minus the mean exact entropy of categorical policies.
+
+    This is what :func:`alpha_loss` takes as ``log_prob_mean`` for discrete actions
+    (Christodoulou 2019, eq. 11: the entropy is computed exactly instead of from a sample).
+    """
+    return (probs * log_probs).sum(dim=-1).mean()
+
+
 def deterministic_actor_loss(q: torch.Tensor) -> torch.Tensor:
     """Deterministic policy gradient objective ``-E[Q(s, mu(s))]`` (Silver et al. 2014)."""
     return -q.mean()
@@ -196,6 +250,18 @@ def alpha_loss(
 def continuous_target_entropy(act_space_size: int, target_entropy_mul: float) -> float:
     """The usual target entropy for continuous actions, ``-|A| * target_entropy_mul``."""
     return -float(act_space_size) * float(target_entropy_mul)
+
+
+def discrete_target_entropy(num_actions: int, target_entropy_mul: float) -> float:
+    """SAC-Discrete's target entropy ``target_entropy_mul * 0.98 * log |A|`` (Christodoulou 2019:
+    98% of the uniform policy's entropy ``-log(1/|A|)``).
+
+    The 0.98 factor comes from Atari-sized action sets. With few actions it is known to be too
+    high: for two actions (CartPole) an entropy of ``0.98 log 2`` means ``pi = (0.42, 0.58)`` in
+    every state, a policy that can barely commit to an action, so alpha keeps growing. Lower it
+    with ``target_entropy_mul`` (0.3 gives ``pi = (0.05, 0.95)`` for two actions).
+    """
+    return float(target_entropy_mul) * 0.98 * math.log(int(num_actions))
 
 
 @torch.no_grad()
@@ -263,6 +329,24 @@ class GaussianExplorationNoise:
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         self.transitions = int(state["transitions"])
+
+
+def epsilon_greedy(
+    greedy: np.ndarray, epsilon: float, num_actions: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Epsilon-greedy exploration for discrete actions (Mnih et al. 2015): each action is
+    replaced, with probability ``epsilon``, by one drawn uniformly from ``[0, num_actions)``.
+
+    :param greedy: ``(B,)`` integer actions (the greedy or sampled choice).
+    :param epsilon: probability of a random action.
+    :param num_actions: size of the action set.
+    :param rng: the random generator (the loop's, so that checkpoints keep its state).
+    :return: ``(B,)`` int64 actions.
+    """
+    greedy = np.asarray(greedy, dtype=np.int64)
+    explore = rng.random(greedy.shape) < epsilon
+    random_actions = rng.integers(0, num_actions, size=greedy.shape, dtype=np.int64)
+    return np.where(explore, random_actions, greedy)
 
 
 def grad_norm(params: Iterable[torch.Tensor]) -> torch.Tensor:

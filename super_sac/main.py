@@ -166,9 +166,10 @@ class Trainer:
             if cfg.alpha_lr > 0
             else None
         )
-        self.target_entropy = lu.continuous_target_entropy(
-            agent.act_space_size, cfg.target_entropy_mul
+        target_entropy = (
+            lu.discrete_target_entropy if agent.discrete else lu.continuous_target_entropy
         )
+        self.target_entropy = target_entropy(agent.act_space_size, cfg.target_entropy_mul)
         tgt = self.target_agent
         self._critic_pairs = (lu.params_of(tgt.critic), lu.params_of(agent.critic))
         self._encoder_pairs = (lu.params_of(tgt.encoder), lu.params_of(agent.encoder))
@@ -227,6 +228,8 @@ class Trainer:
 
     def _choose_actions(self, obs: dict[str, np.ndarray]) -> np.ndarray:
         cfg = self.cfg
+        if self.agent.discrete:
+            return self._choose_discrete_actions(obs)
         shape = (self.num_envs, self.agent.act_space_size)
         if self.env_steps < cfg.random_warmup_steps:
             return self.np_rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
@@ -235,6 +238,18 @@ class Trainer:
             noise = self.np_rng.normal(0.0, self.noise.std, size=shape)
             return np.clip(action + noise, -1.0, 1.0).astype(np.float32)
         return self.agent.sample_action(obs, batched=True).astype(np.float32, copy=False)
+
+    def _choose_discrete_actions(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        """Uniform random actions during warm-up; then epsilon-greedy around the greedy (argmax)
+        action when ``use_exploration_process`` (epsilon follows the exploration schedule), else
+        a sample of the categorical policy."""
+        cfg, num_actions = self.cfg, self.agent.act_space_size
+        if self.env_steps < cfg.random_warmup_steps:
+            return self.np_rng.integers(0, num_actions, size=self.num_envs, dtype=np.int64)
+        if cfg.use_exploration_process:
+            greedy = self.agent.forward(obs, batched=True)
+            return lu.epsilon_greedy(greedy, self.noise.std, num_actions, self.np_rng)
+        return self.agent.sample_action(obs, batched=True).astype(np.int64, copy=False)
 
     def collect(self, num_transitions: int) -> None:
         """Step the train env for ``num_transitions`` transitions into the replay buffer."""
@@ -536,16 +551,19 @@ class Trainer:
                 "return": torch.from_numpy(self.episode_return.copy()),
                 "len": torch.from_numpy(self.episode_len.copy()),
                 "index": torch.from_numpy(self.episode_index.copy()),
-                "actions": [
-                    torch.from_numpy(
-                        np.array(a, dtype=np.float32).reshape(len(a), self.agent.act_space_size)
-                    )
-                    for a in self.episode_actions
-                ],
+                "actions": [self._episode_actions_tensor(a) for a in self.episode_actions],
                 "recent_returns": list(self.recent_returns),
             },
             "rng": checkpoint.capture_rng_states(trainer=self.np_rng, buffer=self.buffer.rng),
         }
+
+    def _episode_actions_tensor(self, actions: list[np.ndarray]) -> torch.Tensor:
+        """One running episode's actions: ``(T, act_space_size)`` float32, or ``(T,)`` int64
+        for discrete agents."""
+        if self.agent.discrete:
+            return torch.from_numpy(np.array(actions, dtype=np.int64).reshape(len(actions)))
+        shape = (len(actions), self.agent.act_space_size)
+        return torch.from_numpy(np.array(actions, dtype=np.float32).reshape(shape))
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`'s output (the buffer is restored separately)."""

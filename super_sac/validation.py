@@ -159,6 +159,8 @@ def validate_config(
                 "a deterministic actor would never explore",
                 "set use_exploration_process = True (Gaussian action noise)",
             )
+    if agent.discrete:
+        _validate_discrete_settings(cfg)
     _validate_envs(cfg, agent, train_env, test_env)
 
 
@@ -202,6 +204,54 @@ def _validate_ensemble(cfg: TrainConfig, agent: Agent) -> None:
         )
 
 
+def _validate_discrete_space(label: str, act_space: spaces.Space, agent: Agent) -> None:
+    if not agent.discrete:
+        raise ConfigError(
+            f"{label} has a Discrete action space ({act_space}) but the Agent is continuous. "
+            "Fix: build the Agent with discrete=True (Agent.discrete = True in gin), "
+            f"act_space_size={getattr(act_space, 'n', '?')}."
+        )
+    if not isinstance(act_space, spaces.Discrete):
+        raise ConfigError(
+            f"Agent.discrete = True but {label} has the action space {act_space}. Fix: use an "
+            "env with a gymnasium.spaces.Discrete action space, or Agent.discrete = False."
+        )
+    if int(act_space.start) != 0:
+        raise ConfigError(
+            f"{label} has Discrete actions starting at {act_space.start}; the agent outputs "
+            "indices from 0. Fix: wrap the env so that its actions start at 0."
+        )
+    if int(act_space.n) != agent.act_space_size:
+        raise ConfigError(
+            f"{label} has {int(act_space.n)} discrete actions but Agent.act_space_size = "
+            f"{agent.act_space_size}. Fix: build the Agent with act_space_size={int(act_space.n)}."
+        )
+
+
+def _validate_discrete_settings(cfg: TrainConfig) -> None:
+    """TD3/DDPG's deterministic-policy settings have no meaning for SAC-Discrete."""
+    if cfg.use_target_actor:
+        raise _err(
+            "use_target_actor = True",
+            "SAC-Discrete bootstraps with the online categorical actor (exact expectation over "
+            "actions); a target actor is a TD3/DDPG setting",
+            "set use_target_actor = False for Agent.discrete = True",
+        )
+    if cfg.target_noise_std is not None and cfg.target_noise_std > 0:
+        raise _err(
+            f"target_noise_std = {cfg.target_noise_std}",
+            "target policy smoothing adds Gaussian noise to continuous actions (TD3)",
+            "set target_noise_std = None (or 0) for Agent.discrete = True",
+        )
+    if not 0.0 <= cfg.exploration_param_init <= 1.0 or not 0.0 <= cfg.exploration_param_final <= 1:
+        raise _err(
+            f"exploration_param_init = {cfg.exploration_param_init}, exploration_param_final = "
+            f"{cfg.exploration_param_final}",
+            "for discrete actions they are epsilon-greedy probabilities",
+            "use values in [0, 1]",
+        )
+
+
 def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym.Env) -> None:
     for label, env in (("train_env", train_env), ("test_env", test_env)):
         obs_space = getattr(env, "single_observation_space", env.observation_space)
@@ -212,11 +262,9 @@ def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym
                 "dict observations. Fix: wrap the env with super_sac.wrappers.SimpleGymWrapper "
                 "(Box -> {'obs': ...}) or your own ObservationWrapper returning a dict."
             )
-        if isinstance(act_space, spaces.Discrete):
-            raise NotImplementedError(
-                f"{label} has a Discrete action space, which needs SAC-Discrete; this version "
-                "of super_sac does not implement it yet."
-            )
+        if isinstance(act_space, spaces.Discrete) or agent.discrete:
+            _validate_discrete_space(label, act_space, agent)
+            continue
         if not isinstance(act_space, spaces.Box):
             raise ConfigError(f"{label} action space {act_space} is not a Box")
         if not has_finite_bounds(act_space):

@@ -85,3 +85,287 @@ def make_gym_env(env_id: str, max_episode_steps: int | None = None, **kwargs: An
     if isinstance(env.action_space, spaces.Box):
         env = NormActionSpace(env)
     return env
+
+
+# ------------------------------------------------------------------------------ image observations
+
+
+class DictObsWrapper(gym.ObservationWrapper):
+    """Put any array observation under one key, keeping its dtype (``uint8`` images stay
+    ``uint8``; use :class:`SimpleGymWrapper` for float vectors).
+
+    :param env: an environment with a ``Box`` observation space.
+    :param key: the dict key.
+    """
+
+    def __init__(self, env: gym.Env, key: str = "obs") -> None:
+        super().__init__(env)
+        if not isinstance(env.observation_space, spaces.Box):
+            raise TypeError(
+                f"DictObsWrapper expects a Box observation space, got {env.observation_space}"
+            )
+        self.key = key
+        self.observation_space = spaces.Dict({key: env.observation_space})
+
+    def observation(self, observation: Any) -> dict[str, np.ndarray]:
+        return {self.key: np.asarray(observation)}
+
+
+class _DictKeysWrapper(gym.ObservationWrapper):
+    """Base of wrappers that transform some keys of a ``Dict`` observation space."""
+
+    def __init__(self, env: gym.Env, keys: tuple[str, ...] | None = None) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        if not isinstance(space, spaces.Dict):
+            raise TypeError(
+                f"{type(self).__name__} expects a Dict observation space, got {space}; wrap the "
+                "env with DictObsWrapper or SimpleGymWrapper first."
+            )
+        self.keys = tuple(keys) if keys is not None else tuple(space.spaces)
+        missing = [k for k in self.keys if k not in space.spaces]
+        if missing:
+            raise KeyError(f"{type(self).__name__}: keys {missing} not in {sorted(space.spaces)}")
+        self.observation_space = spaces.Dict(
+            {k: self.transform_space(s) if k in self.keys else s for k, s in space.spaces.items()}
+        )
+
+    def transform_space(self, space: spaces.Space) -> spaces.Space:
+        raise NotImplementedError
+
+    def transform(self, value: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def observation(self, observation: dict[str, Any]) -> dict[str, np.ndarray]:
+        return {
+            k: self.transform(np.asarray(v)) if k in self.keys else v
+            for k, v in observation.items()
+        }
+
+
+class Uint8Wrapper(_DictKeysWrapper):
+    """Store image keys as ``uint8`` (a quarter of float32's replay memory).
+
+    Float images with values in ``[0, 1]`` are multiplied by 255 and rounded; bool and integer
+    images are cast as they are (MinAtar's 0/1 grids stay 0/1). Encoders convert back to float on
+    the device (:class:`super_sac.nets.cnns.ImageEncoder`).
+
+    :param env: an environment with a ``Dict`` observation space.
+    :param keys: the keys to convert (default: all).
+    """
+
+    def transform_space(self, space: spaces.Space) -> spaces.Box:
+        high = 255 if np.issubdtype(space.dtype, np.floating) else int(min(np.max(space.high), 255))
+        return spaces.Box(0, max(high, 1), shape=space.shape, dtype=np.uint8)
+
+    def transform(self, value: np.ndarray) -> np.ndarray:
+        if np.issubdtype(value.dtype, np.floating):
+            return np.clip(np.rint(value * 255.0), 0, 255).astype(np.uint8)
+        return value.astype(np.uint8)
+
+
+class ChannelsFirstWrapper(_DictKeysWrapper):
+    """Turn ``(H, W, C)`` image keys into PyTorch's ``(C, H, W)`` layout.
+
+    :param env: an environment with a ``Dict`` observation space.
+    :param keys: the image keys (default: all).
+    """
+
+    def transform_space(self, space: spaces.Space) -> spaces.Box:
+        if len(space.shape) != 3:
+            raise ValueError(f"ChannelsFirstWrapper expects (H, W, C) images, got {space.shape}")
+        low = np.moveaxis(np.broadcast_to(space.low, space.shape), -1, 0)
+        high = np.moveaxis(np.broadcast_to(space.high, space.shape), -1, 0)
+        return spaces.Box(low, high, dtype=space.dtype)
+
+    def transform(self, value: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(np.moveaxis(value, -1, 0))
+
+
+class KeepKeysWrapper(gym.ObservationWrapper):
+    """Keep only some keys of a ``Dict`` observation (e.g. drop a goal the agent should not see,
+    or keep the image of an env that also returns a state vector).
+
+    :param env: an environment with a ``Dict`` observation space.
+    :param keys: the keys to keep.
+    """
+
+    def __init__(self, env: gym.Env, keys: tuple[str, ...]) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        if not isinstance(space, spaces.Dict):
+            raise TypeError(f"KeepKeysWrapper expects a Dict observation space, got {space}")
+        missing = [k for k in keys if k not in space.spaces]
+        if missing:
+            raise KeyError(f"KeepKeysWrapper: keys {missing} not in {sorted(space.spaces)}")
+        self.keys = tuple(keys)
+        self.observation_space = spaces.Dict({k: space.spaces[k] for k in self.keys})
+
+    def observation(self, observation: dict[str, Any]) -> dict[str, Any]:
+        return {k: observation[k] for k in self.keys}
+
+
+class ImageAndStateWrapper(gym.ObservationWrapper):
+    """Example multimodal observation: ``{"image": (C, H, W) uint8, "state": float32 vector}``.
+
+    The image is the wrapped env's image observation (channels-first uint8, e.g. a MinAtar grid
+    or Atari frames) and the state is a vector computed from the env after every step by
+    ``state_fn(env) -> array``; the default is the fraction of the episode's time limit used so
+    far (``TimeLimit``-wrapped envs), a signal the image alone does not show. Pair it with
+    :class:`super_sac.nets.cnns.ImageAndStateEncoder`.
+
+    :param env: an environment with a ``Dict`` observation holding ``image_key``.
+    :param state_fn: computes the state vector from the (unwrapped chain of the) env.
+    :param state_dim: width of that vector.
+    :param image_key: the image key of the wrapped env's observation.
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        state_fn: Any = None,
+        state_dim: int = 1,
+        image_key: str = "obs",
+    ) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        if not isinstance(space, spaces.Dict) or image_key not in space.spaces:
+            raise TypeError(f"ImageAndStateWrapper expects a Dict space with {image_key!r}")
+        self.image_key = image_key
+        self.state_fn = state_fn if state_fn is not None else _time_fraction
+        self.observation_space = spaces.Dict(
+            {
+                "image": space.spaces[image_key],
+                "state": spaces.Box(-np.inf, np.inf, (state_dim,), np.float32),
+            }
+        )
+
+    def observation(self, observation: dict[str, Any]) -> dict[str, np.ndarray]:
+        state = np.asarray(self.state_fn(self.env), dtype=np.float32).reshape(-1)
+        return {"image": observation[self.image_key], "state": state}
+
+
+def _time_fraction(env: gym.Env) -> np.ndarray:
+    """Elapsed steps over the time limit of the nearest ``TimeLimit`` wrapper (0 without one)."""
+    while env is not None:
+        if isinstance(env, gym.wrappers.TimeLimit):
+            return np.array([env._elapsed_steps / env._max_episode_steps], np.float32)
+        env = getattr(env, "env", None)
+    return np.zeros(1, np.float32)
+
+
+# ------------------------------------------------------------------------------ MinAtar and Atari
+
+
+class MinAtarEnv(gym.Env):
+    """MinAtar (Young & Tian 2019, arXiv:1903.03176) behind the gymnasium API.
+
+    Wraps ``minatar.Environment``: observations are the game's ``(10, 10, C)`` grid as ``uint8``
+    0/1 (``C`` channels, one per object kind), actions are ``Discrete`` indices into the game's
+    minimal action set (or all 6 actions). A game over is ``terminated``; MinAtar has no time
+    limit of its own (add ``TimeLimit``, which reports ``truncated``). ``reset(seed=...)`` seeds
+    the game's random state (spawns and sticky actions); an unseeded first reset draws a seed
+    from gymnasium's ``np_random``.
+
+    :param game: "asterix", "breakout", "freeway", "seaquest" or "space_invaders".
+    :param sticky_action_prob: probability of repeating the previous action (MinAtar: 0.1).
+    :param difficulty_ramping: games speed up as they go on (MinAtar's default).
+    :param minimal_action_set: expose only the game's meaningful actions.
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(
+        self,
+        game: str,
+        sticky_action_prob: float = 0.1,
+        difficulty_ramping: bool = True,
+        minimal_action_set: bool = True,
+    ) -> None:
+        try:
+            from minatar import Environment
+        except ImportError as err:  # pragma: no cover - depends on the install
+            raise ImportError("MinAtarEnv needs the minatar package: pip install minatar") from err
+        try:
+            self.game = Environment(
+                game, sticky_action_prob=sticky_action_prob, difficulty_ramping=difficulty_ramping
+            )
+        except ModuleNotFoundError as err:
+            raise ValueError(
+                f"unknown MinAtar game {game!r}; choose asterix, breakout, freeway, seaquest or "
+                "space_invaders"
+            ) from err
+        self.game_name = game
+        self.action_set = (
+            list(self.game.minimal_action_set())
+            if minimal_action_set
+            else list(range(self.game.num_actions()))
+        )
+        self.action_space = spaces.Discrete(len(self.action_set))
+        self.observation_space = spaces.Box(0, 1, self.game.state_shape(), dtype=np.uint8)
+        self._seeded = False
+
+    def _obs(self) -> np.ndarray:
+        return self.game.state().astype(np.uint8)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        if seed is not None or not self._seeded:
+            self.game.seed(int(self.np_random.integers(2**31 - 1)))
+            self._seeded = True
+        self.game.reset()
+        return self._obs(), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        reward, terminal = self.game.act(self.action_set[int(action)])
+        return self._obs(), float(reward), bool(terminal), False, {}
+
+
+def make_minatar_env(
+    game: str, max_episode_steps: int | None = None, key: str = "obs", **kwargs: Any
+) -> gym.Env:
+    """A MinAtar game as ``{key: (C, 10, 10) uint8}`` observations with Discrete actions.
+
+    :param game: MinAtar game name.
+    :param max_episode_steps: add a ``TimeLimit`` (truncation) of this many steps.
+    :param key: observation key.
+    :param kwargs: passed to :class:`MinAtarEnv`.
+    """
+    env: gym.Env = MinAtarEnv(game, **kwargs)
+    if max_episode_steps is not None:
+        env = gym.wrappers.TimeLimit(env, max_episode_steps)
+    return ChannelsFirstWrapper(DictObsWrapper(env, key))
+
+
+def make_atari_env(
+    game: str,
+    max_episode_steps: int | None = None,
+    frame_stack: int = 4,
+    key: str = "obs",
+    **kwargs: Any,
+) -> gym.Env:
+    """An Atari game (ale-py's bundled ROMs) with the DQN preprocessing as
+    ``{key: (frame_stack, 84, 84) uint8}`` observations and Discrete actions.
+
+    ``ALE/<game>-v5`` with the emulator's frame skip off, then gymnasium's ``AtariPreprocessing``
+    (up to 30 no-op starts, 4-frame skip with max-pooling of the last two frames, 84x84
+    grayscale; life loss does not end the episode) and ``FrameStackObservation``; v5's sticky
+    actions (0.25) stay on (Machado et al. 2018).
+
+    :param game: ALE game name, e.g. "Breakout" or "Pong".
+    :param max_episode_steps: ``TimeLimit`` in agent steps (None: ALE's own limit).
+    :param frame_stack: frames per observation.
+    :param key: observation key.
+    :param kwargs: passed to ``gymnasium.make``.
+    """
+    import ale_py
+
+    gym.register_envs(ale_py)
+    env = gym.make(f"ALE/{game}-v5", frameskip=1, **kwargs)
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84)
+    env = gym.wrappers.FrameStackObservation(env, frame_stack)
+    if max_episode_steps is not None:
+        env = gym.wrappers.TimeLimit(env, max_episode_steps)
+    return DictObsWrapper(env, key)

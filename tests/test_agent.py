@@ -79,7 +79,7 @@ def test_load_refuses_pickled_objects(tmp_path):
 @pytest.mark.parametrize(
     "kwargs, words",
     [
-        ({"discrete": True}, "SAC-Discrete"),
+        ({"discrete": True, "ensemble_size": 3}, "SUNRISE ensembles of discrete actors"),
     ],
 )
 def test_unimplemented_features_raise_clear_errors(kwargs, words):

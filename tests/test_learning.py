@@ -64,6 +64,7 @@ def _stub_agent(actor, critic, stochastic, num_critics=2):
         critic=critic,
         stochastic=stochastic,
         num_critics=num_critics,
+        discrete=False,
     )
 
 

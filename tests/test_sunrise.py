@@ -363,3 +363,132 @@ def test_sunrise_validation_errors():
         super_sac(agent=ensemble, bootstrap_mask_prob=0.0, **common)
     with pytest.raises(ConfigError, match="no target actor"):
         super_sac(agent=ensemble, use_target_actor=True, **common)
+
+
+# ------------------------------------------------------------------ discrete members
+def _discrete_agent(ensemble_size=3, **kwargs):
+    torch.manual_seed(0)
+    return Agent(
+        3,
+        nets.FlatEncoder(4),
+        discrete=True,
+        ensemble_size=ensemble_size,
+        num_critics=2,
+        hidden_size=16,
+        **kwargs,
+    )
+
+
+def _discrete_member(agent: Agent, e: int) -> Agent:
+    n = agent.num_critics
+    single = Agent(
+        agent.act_space_size,
+        agent.encoder,
+        discrete=True,
+        num_critics=n,
+        hidden_size=agent.hidden_size,
+    )
+    linears = [m for m in single.actor.net if isinstance(m, torch.nn.Linear)]
+    with torch.no_grad():
+        for lin, ens in zip(linears, agent.actor.net.layers):
+            lin.weight.copy_(ens.weight[e].T)
+            lin.bias.copy_(ens.bias[e, 0])
+        for mine, ens in zip(single.critic.net.layers, agent.critic.net.layers):
+            mine.weight.copy_(ens.weight[e * n : (e + 1) * n])
+            mine.bias.copy_(ens.bias[e * n : (e + 1) * n])
+    return single
+
+
+def _discrete_batch(size=8):
+    batch = _batch(size)
+    gen = torch.Generator().manual_seed(2)
+    batch.action = torch.randint(0, 3, (size,), generator=gen)
+    return batch
+
+
+def test_discrete_ensemble_shapes_and_mean_probability_evaluation():
+    agent = _discrete_agent()
+    rep = torch.randn(5, 4)
+    with torch.no_grad():
+        probs = agent.actor(rep).probs
+        assert probs.shape == (3, 5, 3)
+        assert agent.critic(rep).shape == (6, 5, 3)
+        assert torch.equal(agent.mean_action(rep), probs.mean(dim=0).argmax(dim=-1))
+
+
+def test_discrete_ucb_gathers_each_members_proposal_per_env():
+    agent = _discrete_agent(ucb_bonus=10.0)
+    # two envs; critics k = 0..5 value action j as q[k, b, j]
+    q = torch.tensor(
+        [[[1.0, 0.0, 0.5], [0.0, 2.0, 0.0]], [[1.0, 3.0, 0.5], [0.0, 2.0, 1.0]]]
+    ).repeat(3, 1, 1)  # (6, 2, 3)
+    candidates = torch.tensor([[0, 1], [1, 1], [2, 2]])  # (C = 3 members, B = 2 envs)
+
+    class FixedCritic(torch.nn.Module):
+        def forward(self, rep, detach_params=False):
+            return q
+
+    agent.critic = FixedCritic()
+    got = agent.critic_values_of_candidates(torch.zeros(2, 4), candidates)
+    assert got.shape == (6, 3, 2)
+    assert torch.equal(got[:, 1, 0], q[:, 0, 1]) and torch.equal(got[:, 2, 1], q[:, 1, 2])
+    # env 0: action 0 -> mean 1, std 0; action 1 -> mean 1.5, std 1.5; action 2 -> 0.5, 0
+    # env 1: action 1 -> mean 2, std 0; action 2 -> mean 0.5, std 0.5
+    assert lu.ucb_choice(got, 10.0).tolist() == [1, 2]
+    assert lu.ucb_choice(got, 0.0).tolist() == [1, 0]
+
+
+def test_discrete_ensemble_updates_equal_members_trained_one_by_one():
+    # discrete targets and losses are exact expectations: no sampling, so the match is exact
+    agent = _discrete_agent()
+    target = learning.make_target_agent(agent)
+    members = [_discrete_member(agent, e) for e in range(3)]
+    member_targets = [_discrete_member(target, e) for e in range(3)]
+    batch = _discrete_batch()
+    alpha = torch.tensor([0.1, 0.2, 0.3])
+    c_opt, a_opt = _optimizers(agent)
+    logs = learning.ensemble_critic_update(
+        agent, target, batch, c_opt, alpha=alpha, target_critic_ensemble_n=2
+    )
+    actor_logs = learning.ensemble_actor_update(agent, batch, a_opt, alpha=alpha)
+    critic_losses, actor_losses, log_probs = [], [], []
+    for e in range(3):
+        mc, ma = _optimizers(members[e])
+        critic_losses.append(
+            learning.critic_update(
+                members[e], member_targets[e], batch, mc, alpha=alpha[e], target_critic_ensemble_n=2
+            )["critic/loss"]
+        )
+        out = learning.online_actor_update(members[e], batch, ma, alpha=alpha[e])
+        actor_losses.append(out["actor/loss"])
+        log_probs.append(out["actor/log_prob"])
+    assert torch.allclose(logs["critic/loss"], sum(critic_losses), rtol=1e-5)
+    assert torch.allclose(actor_logs["actor/loss"], sum(actor_losses), rtol=1e-5)
+    assert torch.allclose(actor_logs["actor/log_prob"], torch.stack(log_probs), atol=1e-6)
+    for e in range(3):
+        twin_linears = [m for m in members[e].actor.net if isinstance(m, torch.nn.Linear)]
+        for lin, ens in zip(twin_linears, agent.actor.net.layers):
+            assert torch.allclose(lin.weight, ens.weight[e].T, atol=1e-6)
+        for lin_twin, ens in zip(members[e].critic.net.layers, agent.critic.net.layers):
+            assert torch.allclose(lin_twin.weight, ens.weight[2 * e : 2 * e + 2], atol=1e-6)
+
+
+def test_discrete_backup_weights_use_each_members_expected_values():
+    agent = _discrete_agent(ensemble_size=2)
+    target = learning.make_target_agent(agent)
+    batch = _discrete_batch()
+    _, w = learning.compute_ensemble_td_target(
+        agent,
+        target,
+        batch,
+        alpha=torch.zeros(2),
+        target_critic_ensemble_n=2,
+        weighted_bellman_temp=4.0,
+    )
+    with torch.no_grad():
+        rep = batch.next_obs["obs"]
+        probs = agent.actor(rep).probs  # (2, B, A)
+        q = target.critic(rep).view(2, 2, 8, 3)
+        values = (probs.unsqueeze(1) * q).sum(-1).reshape(4, 8)
+        expected = torch.sigmoid(-values.std(dim=0, correction=0) * 4.0) + 0.5
+    assert torch.allclose(w.squeeze(-1), expected, atol=1e-6)

@@ -1,6 +1,8 @@
-"""Train on any gymnasium env with Box observations and a bounded Box action space.
+"""Train on any gymnasium env with Box observations and a bounded Box action space, or (with
+SAC-Discrete) a Discrete action space.
 
     python experiments/gym/train_gym.py --env Pendulum-v1 --config sac.gin
+    python experiments/gym/train_gym.py --env CartPole-v1 --config sac_discrete.gin
     python experiments/gym/train_gym.py --env HalfCheetah-v5 --config td3.gin --seed 1
     python experiments/gym/train_gym.py --env Pendulum-v1 --config ddpg.gin \
         --gin_bindings "super_sac.batch_size = 512" --steps 20000
@@ -14,6 +16,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +34,14 @@ HERE = Path(__file__).resolve().parent
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--env", default="Pendulum-v1", help="gymnasium env id")
-    p.add_argument("--config", default="sac.gin", help="gin file (bare names resolve here)")
-    p.add_argument("--name", default=None, help="run name (default: <config>_<env>)")
+    add_common_args(p, default_config="sac.gin")
+    return p.parse_args(argv)
+
+
+def add_common_args(p: argparse.ArgumentParser, default_config: str) -> None:
+    """The options every training script shares (train_minatar.py and train_atari.py too)."""
+    p.add_argument("--config", default=default_config, help="gin file (bare names resolve here)")
+    p.add_argument("--name", default=None, help="run name (default: <config>_<env or game>)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--steps", type=int, default=None, help="override super_sac.num_steps_online")
     p.add_argument("--parallel_envs", type=int, default=1, help="parallel training envs")
@@ -58,31 +67,47 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[],
         help='extra gin bindings, e.g. "super_sac.batch_size = 512" (repeatable)',
     )
-    return p.parse_args(argv)
 
 
 def make_envs(env_id: str, parallel_envs: int, max_episode_steps: int | None) -> tuple[Any, Any]:
     """Training env (a vector env when ``parallel_envs > 1``) and a single test env."""
+    return train_and_test_envs(lambda: make_gym_env(env_id, max_episode_steps), parallel_envs)
+
+
+def train_and_test_envs(make: Callable[[], gym.Env], parallel_envs: int) -> tuple[Any, gym.Env]:
+    """``make()`` as the training env (``parallel_envs`` of them in a ``SyncVectorEnv`` whose
+    episodes the loop resets itself) and once more as the test env."""
     if parallel_envs > 1:
         train_env = gym.vector.SyncVectorEnv(
-            [lambda: make_gym_env(env_id, max_episode_steps) for _ in range(parallel_envs)],
-            autoreset_mode=AutoresetMode.DISABLED,
+            [make for _ in range(parallel_envs)], autoreset_mode=AutoresetMode.DISABLED
         )
     else:
-        train_env = make_gym_env(env_id, max_episode_steps)
-    return train_env, make_gym_env(env_id, max_episode_steps)
+        train_env = make()
+    return train_env, make()
 
 
 def build_agent(test_env: gym.Env, device: torch.device) -> super_sac.Agent:
-    """A gin-configured Agent whose encoder concatenates the observation dict's keys."""
+    """A gin-configured Agent whose encoder concatenates the observation dict's keys; a Discrete
+    action space makes it a SAC-Discrete agent (``discrete=True``, one output per action)."""
     dim = sum(gym.spaces.flatdim(space) for space in test_env.observation_space.spaces.values())
-    act_dim = int(test_env.action_space.shape[0])
-    return super_sac.Agent(act_space_size=act_dim, encoder=super_sac.nets.FlatEncoder(dim)).to(
+    act_space_size, discrete = action_spec(test_env.action_space)
+    encoder = super_sac.nets.FlatEncoder(dim)
+    return super_sac.Agent(act_space_size=act_space_size, encoder=encoder, discrete=discrete).to(
         device
     )
 
 
-def _resumed_args(args: argparse.Namespace) -> tuple[argparse.Namespace, list[str]]:
+def action_spec(space: gym.Space) -> tuple[int, bool]:
+    """``(act_space_size, discrete)`` for the Agent: the number of actions of a Discrete space,
+    or the dimension of a Box."""
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n), True
+    return int(space.shape[0]), False
+
+
+def _resumed_args(
+    args: argparse.Namespace, task_key: str = "env"
+) -> tuple[argparse.Namespace, list[str]]:
     """The original command line of the run being resumed, and its operative config file."""
     run_dir = Path(args.resume)
     hparams = run_dir / "hparams.json"
@@ -97,7 +122,7 @@ def _resumed_args(args: argparse.Namespace) -> tuple[argparse.Namespace, list[st
             **{
                 k: v
                 for k, v in saved.items()
-                if k in ("env", "parallel_envs", "seed", "max_episode_steps", "name")
+                if k in (task_key, "parallel_envs", "seed", "max_episode_steps", "name")
             },
         }
     )
@@ -105,28 +130,55 @@ def _resumed_args(args: argparse.Namespace) -> tuple[argparse.Namespace, list[st
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = parse_args(argv)
+    return run(
+        parse_args(argv),
+        lambda a: make_envs(a.env, a.parallel_envs, a.max_episode_steps),
+        build_agent,
+        script="experiments/gym/train_gym.py",
+        task_key="env",
+        search_dirs=[HERE],
+    )
+
+
+def run(
+    args: argparse.Namespace,
+    make_envs: Callable[[argparse.Namespace], tuple[Any, Any]],
+    build_agent: Callable[[gym.Env, torch.device], super_sac.Agent],
+    script: str,
+    task_key: str,
+    search_dirs: list[Path],
+) -> dict[str, Any]:
+    """Parse the gin files, build the envs, the agent and the buffer, and train.
+
+    :param args: the parsed command line (:func:`add_common_args` plus the task option).
+    :param make_envs: ``args -> (train_env, test_env)``.
+    :param build_agent: ``(test_env, device) -> Agent``.
+    :param script: the script's path, recorded in ``hparams.json``.
+    :param task_key: the option naming the task ("env", "game"); part of the default run name
+        and restored by ``--resume``.
+    :param search_dirs: where bare ``--config`` names are looked up.
+    """
     if args.threads:
         torch.set_num_threads(args.threads)
     config_files = [args.config]
     if args.resume:
-        args, config_files = _resumed_args(args)
+        args, config_files = _resumed_args(args, task_key)
     bindings = list(args.gin_bindings)
     if args.steps is not None:
         bindings.append(f"super_sac.num_steps_online = {args.steps}")
-    parse_gin(config_files, bindings, search_dirs=[HERE])
+    parse_gin(config_files, bindings, search_dirs=search_dirs)
     device = super_sac.get_device(args.device)
     if args.seed is not None:
         super_sac.set_seed(args.seed)
-    train_env, test_env = make_envs(args.env, args.parallel_envs, args.max_episode_steps)
+    train_env, test_env = make_envs(args)
     agent = build_agent(test_env, device)
     buffer = super_sac.ReplayBuffer(seed=args.seed)
     overrides: dict[str, Any] = {
-        "name": args.name or f"{Path(args.config).stem}_{args.env}",
+        "name": args.name or f"{Path(args.config).stem}_{getattr(args, task_key)}",
         "seed": args.seed,
         "resume": args.resume or False,
         "run_info": {
-            "script": "experiments/gym/train_gym.py",
+            "script": script,
             "args": {k: v for k, v in vars(args).items() if k != "resume"},
         },
     }
@@ -141,8 +193,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         test_env.close()
 
 
-if __name__ == "__main__":
-    os.environ.setdefault("MUJOCO_GL", "egl")
+def cli(main: Callable[[], Any]) -> None:
+    """Run ``main()``, printing configuration errors as one line and exiting with status 2."""
     try:
         main()
     except (
@@ -154,3 +206,8 @@ if __name__ == "__main__":
     ) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    cli(main)

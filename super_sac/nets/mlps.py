@@ -1,8 +1,9 @@
-"""Actor and critic MLPs for continuous actions.
+"""Actor and critic MLPs for continuous and discrete actions.
 
 Actors read the encoder's state vector. Critics are *ensembles*: every critic of the agent lives
 in one module whose parameters carry a leading member dimension, and one call returns
-``(num_critics, B, 1)``.
+``(num_critics, B, 1)`` (continuous: ``Q(s, a)``) or ``(num_critics, B, num_actions)``
+(discrete: ``Q(s, .)`` for every action).
 """
 
 from __future__ import annotations
@@ -175,3 +176,81 @@ class ContinuousCritic(nn.Module):
         if self.popart is not None and not normalized:
             out = self.popart.unnormalize(out, members)
         return out
+
+
+@gin.configurable
+class DiscreteActor(nn.Module):
+    """SAC-Discrete's policy: a categorical distribution over ``act_space_size`` actions
+    (Christodoulou 2019, "Soft Actor-Critic for Discrete Action Settings", arXiv:1910.07207).
+
+    The MLP outputs one logit per action; :meth:`forward` returns
+    ``torch.distributions.Categorical(logits=...)``, whose ``probs`` and ``logits`` (normalised
+    log-probabilities) the SAC-Discrete losses use to take exact expectations over actions.
+
+    :param state_space_size: width of the encoder's state vector.
+    :param act_space_size: number of discrete actions.
+    :param hidden_size: hidden width.
+    :param ensemble_size: number of independent policies held in this module (SUNRISE); with
+        more than one the categoricals have batch shape ``(ensemble_size, B)``.
+    """
+
+    stochastic = True
+
+    def __init__(
+        self,
+        state_space_size: int,
+        act_space_size: int,
+        hidden_size: int = 256,
+        ensemble_size: int = 1,
+    ) -> None:
+        super().__init__()
+        if act_space_size < 2:
+            raise ValueError(f"DiscreteActor needs at least 2 actions, got {act_space_size}")
+        if ensemble_size < 1:
+            raise ValueError(f"ensemble_size must be >= 1, got {ensemble_size}")
+        self.ensemble_size = int(ensemble_size)
+        self.net: nn.Module = (
+            mlp(state_space_size, act_space_size, hidden_size)
+            if ensemble_size == 1
+            else EnsembleMLP(ensemble_size, state_space_size, act_space_size, hidden_size)
+        )
+        self.apply(weight_init)
+
+    def forward(self, state: torch.Tensor) -> torch.distributions.Categorical:
+        """:param state: ``(B, state_space_size)``. :return: a batch of ``B`` categoricals
+        (``(ensemble_size, B)`` for an actor ensemble)."""
+        return torch.distributions.Categorical(logits=self.net(state))
+
+
+@gin.configurable
+class DiscreteCritic(nn.Module):
+    """An ensemble of ``num_critics`` Q-functions that output ``Q_i(s, a)`` for every action at
+    once (as in DQN), evaluated in one batched call over the members.
+
+    :param state_space_size: width of the encoder's state vector.
+    :param act_space_size: number of discrete actions.
+    :param num_critics: ensemble size N (2 = clipped double-Q, 10 = REDQ).
+    :param hidden_size: hidden width of every member.
+    """
+
+    def __init__(
+        self,
+        state_space_size: int,
+        act_space_size: int,
+        num_critics: int = 2,
+        hidden_size: int = 256,
+    ) -> None:
+        super().__init__()
+        self.num_critics = num_critics
+        self.net = EnsembleMLP(num_critics, state_space_size, act_space_size, hidden_size)
+        self.apply(weight_init)
+
+    def forward(self, state: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
+        """Evaluate every critic on every action.
+
+        :param state: ``(B, state_space_size)``.
+        :param detach_params: block gradients to the critic's own parameters (the actor update
+            uses this).
+        :return: ``(num_critics, B, act_space_size)``.
+        """
+        return self.net(state, detach_params=detach_params)

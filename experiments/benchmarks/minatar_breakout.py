@@ -1,0 +1,124 @@
+"""Benchmark: SAC-Discrete on MinAtar breakout against a uniform random policy.
+
+Ours runs ``experiments/minatar/basic_online.gin`` through ``train_minatar.main`` for
+``--steps`` env steps (default 100,000) with nothing written to disk, evaluated every
+``--eval_every`` steps with 10 greedy episodes. The random policy plays ``--random_episodes``
+episodes of the same env (minimal action set, sticky actions 0.1, the same 10,000-step limit).
+The issue's target: ours at 100,000 steps scores at least 5x the random policy's mean return.
+
+    python experiments/benchmarks/minatar_breakout.py
+    python experiments/benchmarks/minatar_breakout.py --steps 20000 --name minatar_probe
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+import warnings
+from typing import Any
+
+import bench_utils
+import numpy as np
+
+GAME = "breakout"
+MAX_EPISODE_STEPS = 10_000
+EVAL_EPISODES = 10
+SCRIPT = bench_utils.REPO_ROOT / "experiments" / "minatar" / "train_minatar.py"
+
+
+def _train_minatar():
+    spec = importlib.util.spec_from_file_location("train_minatar", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["train_minatar"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_ours(seed: int, steps: int, eval_every: int, extra: list[str]) -> dict[str, Any]:
+    import gin
+
+    gin.clear_config()
+    argv = ["--game", GAME, "--config", "basic_online.gin", "--seed", str(seed),
+            "--steps", str(steps), "--threads", "1", "--logging", "none", "--device", "cpu",
+            "--max_episode_steps", str(MAX_EPISODE_STEPS)]
+    bindings = [*bench_utils.QUIET_BINDINGS, f"super_sac.eval_interval = {eval_every}",
+                f"super_sac.eval_episodes = {EVAL_EPISODES}", *extra]
+    for b in bindings:
+        argv += ["--gin_bindings", b]
+    start = time.perf_counter()
+    summary = _train_minatar().main(argv)
+    curve = [(int(e["env_steps"]), float(e["return_mean"])) for e in summary["eval_history"]]
+    return {"curve": curve, "final_return": curve[-1][1], "best_return": max(r for _, r in curve),
+            "env_steps_per_s": summary["env_steps_per_s"],
+            "wall_seconds": time.perf_counter() - start}
+
+
+def run_random(seed: int, episodes: int) -> dict[str, Any]:
+    from super_sac.wrappers import make_minatar_env
+
+    env = make_minatar_env(GAME, max_episode_steps=MAX_EPISODE_STEPS)
+    rng = np.random.default_rng(seed)
+    returns = []
+    for i in range(episodes):
+        env.reset(seed=seed * 100_000 + i)
+        total, done = 0.0, False
+        while not done:
+            _, r, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+            total += r
+            done = terminated or truncated
+        returns.append(total)
+    return {"mean_return": float(np.mean(returns)), "std_return": float(np.std(returns)),
+            "episodes": episodes}
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=100_000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--eval_every", type=int, default=10_000)
+    p.add_argument("--random_episodes", type=int, default=200)
+    p.add_argument("--gin_bindings", action="append", default=[])
+    p.add_argument("--name", default="minatar_breakout")
+    args = p.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore")
+    random = run_random(args.seed, args.random_episodes)
+    print(f"random policy: {random['mean_return']:.3f} over {args.random_episodes} episodes",
+          flush=True)
+    ours = run_ours(args.seed, args.steps, args.eval_every, args.gin_bindings)
+    ratio = ours["final_return"] / random["mean_return"]
+    table = bench_utils.markdown_table(
+        ["policy", "return at the end", "best evaluation", "ratio to random"],
+        [["SAC-Discrete (basic_online.gin)", f"{ours['final_return']:.2f}",
+          f"{ours['best_return']:.2f}", f"{ratio:.1f}x"],
+         ["uniform random", f"{random['mean_return']:.2f}", "", "1.0x"]])
+    curve = ", ".join(f"{t}: {r:.2f}" for t, r in ours["curve"])
+    header = (
+        f"# SAC-Discrete on MinAtar {GAME}\n\n{args.steps} env steps, seed {args.seed}, "
+        f"{EVAL_EPISODES} greedy evaluation episodes every {args.eval_every} steps; random "
+        f"policy over {args.random_episodes} episodes. Extra bindings: "
+        f"{args.gin_bindings or 'none'}. {ours['env_steps_per_s']:.0f} env steps/s, "
+        f"{ours['wall_seconds'] / 60:.1f} min.\n\nEvaluation curve: {curve}\n\n"
+    )
+    print("\n" + table, flush=True)
+    payload = {
+        "benchmark": "minatar_breakout",
+        "settings": {"steps": args.steps, "seed": args.seed, "eval_every": args.eval_every,
+                     "eval_episodes": EVAL_EPISODES, "max_episode_steps": MAX_EPISODE_STEPS,
+                     "config": "experiments/minatar/basic_online.gin",
+                     "extra_bindings": args.gin_bindings, "torch_threads": 1},
+        "versions": bench_utils.versions(),
+        "ours": ours, "random": random, "ratio_final_to_random": ratio,
+        "target_met": ratio >= 5.0,
+    }
+    bench_utils.write_results(args.name, header + table, payload)
+    return payload
+
+
+if __name__ == "__main__":
+    main()

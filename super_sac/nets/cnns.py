@@ -1,0 +1,255 @@
+"""Image encoders: a small CNN for MinAtar's 10x10 grids, the Nature-DQN CNN for 84x84 Atari
+frames, an image + vector ("multimodal") example, and :func:`compute_conv_output`.
+
+Every encoder reads one image key (channels first, ``(B, C, H, W)``) from the observation
+dict. Images stay ``uint8`` in the replay buffer and reach the encoder as ``uint8`` tensors on
+the agent's device; :meth:`ImageEncoder.to_float` converts them there (``x * pixel_scale``), so
+the host never holds a float copy of a batch.
+
+Encoders are trained by the critic loss only (their parameters sit in the critic optimizer with
+``encoder_lr``); the actor update reads detached features (see
+:func:`super_sac.learning.online_actor_update`), as in SAC+AE / DrQ (Yarats et al. 2019, 2021).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import gin
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from super_sac.nets import Encoder, weight_init
+
+IntPair = int | tuple[int, int]
+
+
+def _pair(value: IntPair) -> tuple[int, int]:
+    if isinstance(value, int):
+        return value, value
+    height, width = value
+    return int(height), int(width)
+
+
+def compute_conv_output(
+    input_shape: tuple[int, int],
+    kernel_size: IntPair | None = None,
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    dilation: IntPair = 1,
+    *,
+    layers: Iterable[nn.Module] | None = None,
+) -> tuple[int, int]:
+    """Height and width after a convolution (or pooling) layer, or after a stack of them.
+
+    One layer: ``out = floor((in + 2 padding - dilation (kernel - 1) - 1) / stride) + 1`` per
+    dimension (the formula of :class:`torch.nn.Conv2d`). With ``layers``, the formula is applied
+    through every :class:`~torch.nn.Conv2d`, :class:`~torch.nn.MaxPool2d` and
+    :class:`~torch.nn.AvgPool2d` in order (other modules, e.g. activations, keep the size).
+
+    :param input_shape: ``(height, width)`` of the input.
+    :param kernel_size: kernel size of one layer (an int or a pair).
+    :param stride: its stride.
+    :param padding: its zero padding (integers only; "same"/"valid" strings are not handled).
+    :param dilation: its dilation.
+    :param layers: a sequence of modules to chain instead of one layer's spec.
+    :return: ``(height, width)`` of the output.
+    :raises ValueError: when neither or both of ``kernel_size`` and ``layers`` are given, or
+        when the output would be empty.
+    """
+    if (kernel_size is None) == (layers is None):
+        raise ValueError("compute_conv_output needs either kernel_size (one layer) or layers")
+    if layers is not None:
+        shape = (int(input_shape[0]), int(input_shape[1]))
+        for layer in layers:
+            if isinstance(layer, (nn.Conv2d, nn.MaxPool2d, nn.AvgPool2d)):
+                dil = getattr(layer, "dilation", 1)
+                shape = compute_conv_output(
+                    shape, layer.kernel_size, layer.stride, layer.padding, dil
+                )
+        return shape
+    out = []
+    for size, k, s, p, d in zip(
+        input_shape, _pair(kernel_size), _pair(stride), _pair(padding), _pair(dilation)
+    ):
+        out.append((int(size) + 2 * p - d * (k - 1) - 1) // s + 1)
+    if min(out) < 1:
+        raise ValueError(
+            f"a {kernel_size} kernel with stride {stride} and padding {padding} leaves no output "
+            f"for an input of {tuple(input_shape)}"
+        )
+    return out[0], out[1]
+
+
+class ImageEncoder(Encoder):
+    """Base class of encoders that read one channels-first image key of the observation dict.
+
+    :param image_key: the observation key holding ``(B, C, H, W)`` images.
+    :param pixel_scale: factor applied after the float conversion (``1/255`` for 8-bit pixels,
+        ``1`` for MinAtar's 0/1 grids).
+    """
+
+    def __init__(self, image_key: str, pixel_scale: float) -> None:
+        super().__init__()
+        self.image_key = image_key
+        self.pixel_scale = float(pixel_scale)
+
+    def to_float(self, image: torch.Tensor) -> torch.Tensor:
+        """``image.float() * pixel_scale``, done on whatever device the batch is on."""
+        return image.float() * self.pixel_scale
+
+    def image(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The image of ``obs_dict`` as a float tensor ``(B, C, H, W)``."""
+        if self.image_key not in obs_dict:
+            raise KeyError(
+                f"{type(self).__name__} reads the observation key {self.image_key!r}, but the "
+                f"observation has {sorted(obs_dict)}; pass image_key= to the encoder."
+            )
+        image = obs_dict[self.image_key]
+        if image.dim() != 4:
+            raise ValueError(
+                f"{type(self).__name__} expects (B, C, H, W) images under {self.image_key!r}, "
+                f"got shape {tuple(image.shape)}; wrap the env with ChannelsFirstWrapper"
+            )
+        return self.to_float(image)
+
+
+def _conv_trunk(
+    in_channels: int, spec: Sequence[tuple[int, int, int]]
+) -> tuple[nn.Sequential, list[nn.Conv2d]]:
+    """Conv2d + ReLU layers from ``(out_channels, kernel, stride)`` triples."""
+    convs, modules, channels = [], [], in_channels
+    for out_channels, kernel, stride in spec:
+        conv = nn.Conv2d(channels, out_channels, kernel_size=kernel, stride=stride)
+        convs.append(conv)
+        modules += [conv, nn.ReLU()]
+        channels = out_channels
+    return nn.Sequential(*modules), convs
+
+
+@gin.configurable
+class MinAtarEncoder(ImageEncoder):
+    """A small CNN for MinAtar's ``(C, 10, 10)`` grids (Young & Tian 2019 use one 3x3 conv; this
+    adds a 2x2 one): conv 16@3x3 -> conv 16@2x2 -> linear ``emb_dim``.
+
+    :param channels: number of grid channels ``C`` (4 for breakout, 10 for seaquest, ...).
+    :param emb_dim: width of the state vector.
+    :param image_key: observation key of the grid.
+    :param grid_size: ``(height, width)`` of the grid.
+    :param pixel_scale: MinAtar's cells are 0/1, so no rescaling by default.
+    """
+
+    def __init__(
+        self,
+        channels: int,
+        emb_dim: int = 50,
+        image_key: str = "obs",
+        grid_size: tuple[int, int] = (10, 10),
+        pixel_scale: float = 1.0,
+    ) -> None:
+        super().__init__(image_key, pixel_scale)
+        self._dim = int(emb_dim)
+        self.convs, layers = _conv_trunk(channels, [(16, 3, 1), (16, 2, 1)])
+        height, width = compute_conv_output(grid_size, layers=layers)
+        self.fc = nn.Linear(16 * height * width, emb_dim)
+        self.apply(weight_init)
+
+    @property
+    def embedding_dim(self) -> int:
+        return self._dim
+
+    def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.fc(self.convs(self.image(obs_dict)).flatten(1))
+
+
+@gin.configurable
+class NatureEncoder(ImageEncoder):
+    """The Nature-DQN CNN (Mnih et al. 2015) for stacks of 84x84 frames: conv 32@8x8 stride 4,
+    conv 64@4x4 stride 2, conv 64@3x3 stride 1 (a 7x7x64 map for 84x84 input), then a ReLU
+    linear layer of ``emb_dim`` units.
+
+    :param channels: stacked frames (x colour channels), 4 for the usual grayscale stack.
+    :param emb_dim: width of the state vector (512 in the paper).
+    :param image_key: observation key of the frames.
+    :param image_size: ``(height, width)`` of a frame.
+    :param pixel_scale: ``1/255`` for 8-bit pixels.
+    """
+
+    def __init__(
+        self,
+        channels: int = 4,
+        emb_dim: int = 512,
+        image_key: str = "obs",
+        image_size: tuple[int, int] = (84, 84),
+        pixel_scale: float = 1.0 / 255.0,
+    ) -> None:
+        super().__init__(image_key, pixel_scale)
+        self._dim = int(emb_dim)
+        self.convs, layers = _conv_trunk(channels, [(32, 8, 4), (64, 4, 2), (64, 3, 1)])
+        height, width = compute_conv_output(image_size, layers=layers)
+        self.fc = nn.Linear(64 * height * width, emb_dim)
+        self.apply(weight_init)
+
+    @property
+    def embedding_dim(self) -> int:
+        return self._dim
+
+    def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        return F.relu(self.fc(self.convs(self.image(obs_dict)).flatten(1)))
+
+
+@gin.configurable
+class ImageAndStateEncoder(ImageEncoder):
+    """Example multimodal encoder for ``{"image": (B, C, H, W) uint8, "state": (B, D) float}``
+    observations (see :class:`super_sac.wrappers.ImageAndStateWrapper`): a MinAtar-sized CNN
+    embeds the image, a linear layer embeds the vector, and a linear layer mixes both.
+
+    Subclass it (or copy it) for your own observation dicts: the library only needs
+    :attr:`embedding_dim` and :meth:`forward`.
+
+    :param image_shape: ``(C, H, W)`` of the image.
+    :param state_dim: width of the state vector.
+    :param emb_dim: width of the joint state vector.
+    :param image_key: observation key of the image.
+    :param state_key: observation key of the vector.
+    :param pixel_scale: ``1/255`` for 8-bit pixels.
+    """
+
+    def __init__(
+        self,
+        image_shape: tuple[int, int, int],
+        state_dim: int,
+        emb_dim: int = 64,
+        image_key: str = "image",
+        state_key: str = "state",
+        pixel_scale: float = 1.0 / 255.0,
+    ) -> None:
+        super().__init__(image_key, pixel_scale)
+        self._dim = int(emb_dim)
+        self.state_key = state_key
+        channels, height, width = image_shape
+        self.convs, layers = _conv_trunk(channels, [(16, 3, 2), (16, 3, 1)])
+        out_h, out_w = compute_conv_output((height, width), layers=layers)
+        self.image_fc = nn.Linear(16 * out_h * out_w, emb_dim)
+        self.state_fc = nn.Linear(state_dim, emb_dim)
+        self.mix = nn.Linear(2 * emb_dim, emb_dim)
+        self.apply(weight_init)
+
+    @property
+    def embedding_dim(self) -> int:
+        return self._dim
+
+    def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        image = F.relu(self.image_fc(self.convs(self.image(obs_dict)).flatten(1)))
+        state = F.relu(self.state_fc(obs_dict[self.state_key].float()))
+        return self.mix(torch.cat((image, state), dim=-1))
+
+
+__all__ = [
+    "ImageAndStateEncoder",
+    "ImageEncoder",
+    "MinAtarEncoder",
+    "NatureEncoder",
+    "compute_conv_output",
+]
