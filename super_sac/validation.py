@@ -164,7 +164,7 @@ def _validate_phases(cfg: TrainConfig, agent: Agent, buffer: ReplayBuffer) -> No
             "give at least one phase a positive number of steps",
         )
     offline = [k for k in ("bc_warmup_steps", "num_steps_offline") if getattr(cfg, k) > 0]
-    if offline and len(buffer) == 0:
+    if offline and len(buffer) == 0 and not cfg.resume:  # a resumed run restores its buffer
         raise _err(
             f"{offline[0]} = {getattr(cfg, offline[0])}",
             "the behavioral cloning and offline phases learn from the replay buffer's data, but "

@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,11 @@ from super_sac.wrappers import make_gym_env
 HERE = Path(__file__).resolve().parent
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+def build_parser(description: str | None = __doc__) -> argparse.ArgumentParser:
+    """The command line shared by the training scripts (experiments/offline adds --dataset)."""
+    p = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawTextHelpFormatter
+    )
     p.add_argument("--env", default="Pendulum-v1", help="gymnasium env id")
     p.add_argument("--config", default="sac.gin", help="gin file (bare names resolve here)")
     p.add_argument("--name", default=None, help="run name (default: <config>_<env>)")
@@ -58,7 +62,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[],
         help='extra gin bindings, e.g. "super_sac.batch_size = 512" (repeatable)',
     )
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def make_envs(env_id: str, parallel_envs: int, max_episode_steps: int | None) -> tuple[Any, Any]:
@@ -82,7 +90,9 @@ def build_agent(test_env: gym.Env, device: torch.device) -> super_sac.Agent:
     )
 
 
-def _resumed_args(args: argparse.Namespace) -> tuple[argparse.Namespace, list[str]]:
+def _resumed_args(
+    args: argparse.Namespace, saved_args: tuple[str, ...]
+) -> tuple[argparse.Namespace, list[str]]:
     """The original command line of the run being resumed, and its operative config file."""
     run_dir = Path(args.resume)
     hparams = run_dir / "hparams.json"
@@ -94,39 +104,55 @@ def _resumed_args(args: argparse.Namespace) -> tuple[argparse.Namespace, list[st
     merged = argparse.Namespace(
         **{
             **vars(args),
-            **{
-                k: v
-                for k, v in saved.items()
-                if k in ("env", "parallel_envs", "seed", "max_episode_steps", "name")
-            },
+            **{k: v for k, v in saved.items() if k in saved_args},
         }
     )
     return merged, [str(run_dir / "config.gin")]
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = parse_args(argv)
+    return train(parse_args(argv))
+
+
+def train(
+    args: argparse.Namespace,
+    script: str = "experiments/gym/train_gym.py",
+    search_dirs: tuple[Path, ...] = (HERE,),
+    prepare_buffer: Callable[[super_sac.ReplayBuffer, gym.Env], None] | None = None,
+    saved_args: tuple[str, ...] = ("env", "parallel_envs", "seed", "max_episode_steps", "name"),
+) -> dict[str, Any]:
+    """Build the envs, agent and buffer from ``args`` and the gin files, then train.
+
+    :param args: parsed command line (see :func:`build_parser`).
+    :param script: the script's path, stored in the run's ``hparams.json``.
+    :param search_dirs: folders where bare ``--config`` names resolve.
+    :param prepare_buffer: fills the replay buffer before training (the offline script loads
+        its dataset here); skipped when resuming (the checkpoint holds the buffer).
+    :param saved_args: arguments a resumed run takes from its original command line.
+    """
     if args.threads:
         torch.set_num_threads(args.threads)
     config_files = [args.config]
     if args.resume:
-        args, config_files = _resumed_args(args)
+        args, config_files = _resumed_args(args, saved_args)
     bindings = list(args.gin_bindings)
     if args.steps is not None:
         bindings.append(f"super_sac.num_steps_online = {args.steps}")
-    parse_gin(config_files, bindings, search_dirs=[HERE])
+    parse_gin(config_files, bindings, search_dirs=list(search_dirs))
     device = super_sac.get_device(args.device)
     if args.seed is not None:
         super_sac.set_seed(args.seed)
     train_env, test_env = make_envs(args.env, args.parallel_envs, args.max_episode_steps)
     agent = build_agent(test_env, device)
     buffer = super_sac.ReplayBuffer(seed=args.seed)
+    if prepare_buffer is not None and not args.resume:
+        prepare_buffer(buffer, test_env)
     overrides: dict[str, Any] = {
         "name": args.name or f"{Path(args.config).stem}_{args.env}",
         "seed": args.seed,
         "resume": args.resume or False,
         "run_info": {
-            "script": "experiments/gym/train_gym.py",
+            "script": script,
             "args": {k: v for k, v in vars(args).items() if k != "resume"},
         },
     }
