@@ -97,7 +97,7 @@ class Transitions:
     truncated: np.ndarray
 
     def __len__(self) -> int:
-        return int(self.reward.shape[0])
+        return int(self.action.shape[0])
 
     @property
     def episode_returns(self) -> np.ndarray:
@@ -234,7 +234,7 @@ def load_npz(path: str | os.PathLike) -> tuple[Transitions, spaces.Space | None]
         transitions = Transitions(
             obs={k[4:]: np.asarray(data[k]) for k in data.files if k.startswith("obs/")},
             action=action,
-            reward=np.asarray(data["reward"]),
+            reward=np.asarray(data["reward"], dtype=np.float32),
             next_obs={k[9:]: np.asarray(data[k]) for k in data.files if k.startswith("next_obs/")},
             terminated=np.asarray(data["terminated"]),
             truncated=np.asarray(data["truncated"]),
