@@ -368,11 +368,13 @@ def agent_policy(
 ) -> Policy:
     """Actions of a trained agent: policy samples (``stochastic``, as D4RL recorded its SAC
     policies) or its mean action, plus optional Gaussian noise ``N(0, noise_std^2)``, clipped
-    to ``[-1, 1]``."""
+    to ``[-1, 1]`` (continuous actions; discrete agents' indices are used as they are)."""
     rng = np.random.default_rng(seed)
 
     def act(obs: dict[str, np.ndarray]) -> np.ndarray:
         action = agent.sample_action(obs) if stochastic else agent.forward(obs)
+        if getattr(agent, "discrete", False):  # an action index: no noise, no clipping
+            return np.asarray(action)
         action = np.asarray(action, dtype=np.float32)
         if noise_std > 0:
             action = action + rng.normal(0.0, noise_std, size=action.shape)

@@ -171,3 +171,18 @@ def test_unprotected_dataset_is_overwritten_oldest_first(env, tmp_path):
     assert buffer.gather(np.array([0, 1])).reward[:, 0].tolist() == [100, 101]
     with pytest.raises(ValueError, match="do not fit.*size >= 40"):
         buffer.load_dataset(path, env, gamma=0.99)
+
+
+def test_discrete_datasets_keep_integer_actions(tmp_path):
+    env = make_gym_env("CartPole-v1", 10)
+    episodes, obs_space, act_space = ds.record_episodes(env, ds.random_policy(env, 0), 30, seed=0)
+    path = ds.save_npz(tmp_path / "c.npz", episodes, act_space)
+    data, _ = ds.load_transitions(path, env)
+    assert data.action.dtype.kind == "i" and set(data.action.tolist()) <= {0, 1}
+    ds.save_minari("test/cartpole-v0", episodes, obs_space, act_space, tmp_path)
+    same, _ = ds.load_transitions("test/cartpole-v0", env, tmp_path)
+    assert np.array_equal(same.action, data.action)
+    arrays = dict(np.load(path))
+    arrays["action"] = np.full_like(arrays["action"], 2)
+    with pytest.raises(ds.DatasetError, match=r"indices span \[2, 2\], outside \[0, 2\)"):
+        ds.load_transitions(_write(tmp_path / "bad.npz", **arrays), env)
