@@ -21,9 +21,10 @@ $(STAMP): pyproject.toml
 ## setup: create .venv with a CPU PyTorch and super_sac (editable) plus the test tools
 setup: $(STAMP)
 
-## setup-bench: add stable-baselines3 and MuJoCo for the benchmarks
+## setup-bench: add stable-baselines3, MuJoCo, Minari and d3rlpy for the benchmarks
 setup-bench: $(STAMP)
-	$(PY) -m pip install --quiet -e ".[sb3,mujoco]"
+	$(PY) -m pip install --quiet -e ".[sb3,mujoco,offline,d3rlpy-deps]"
+	$(PY) -m pip install --quiet --no-deps "d3rlpy==2.8.1"
 
 ## demo: a short SAC run on Pendulum-v1 that prints its evaluation return and log folder
 demo: $(STAMP)

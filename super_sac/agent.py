@@ -29,12 +29,6 @@ ADV_METHODS = ("mean", "max", "indirect")
 _AGENT_FILE = "agent.pt"
 
 
-def _not_yet(setting: str, feature: str, fix: str) -> NotImplementedError:
-    return NotImplementedError(
-        f"{setting} needs {feature}, which this version of super_sac does not implement yet. {fix}"
-    )
-
-
 def _accepts(cls: Any, name: str) -> bool:
     try:
         params = inspect.signature(cls).parameters

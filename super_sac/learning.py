@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from super_sac import adv_estimator
 from super_sac import learning_utils as lu
 from super_sac.agent import Agent
 from super_sac.replay import Batch
@@ -291,6 +292,65 @@ def online_actor_update(
     logs["actor/loss"] = loss.detach()
     logs["actor/q"] = q.detach().mean()
     return logs
+
+
+def offline_actor_update(
+    agent: Agent,
+    batch: Batch,
+    optimizer: torch.optim.Optimizer,
+    *,
+    adv_filter: str = "binary",
+    temperature: float = 1.0,
+    max_weight: float = 20.0,
+    adv_samples: int = 4,
+    importance_weights: torch.Tensor | None = None,
+    train_encoder: bool = False,
+) -> Logs:
+    """Advantage-filtered behavioral cloning (AFBC) on dataset actions.
+
+    Minimises ``-E[f(A(s, a)) log pi(a|s)]`` over the batch's ``(s, a)``, where
+    ``A = Q(s, a) - V(s)`` is estimated by :func:`super_sac.adv_estimator.estimate_advantage`
+    with ``agent.adv_method`` and ``f`` is the filter ``adv_filter``: "binary" ``1[A > 0]`` (CRR,
+    Wang et al. 2020), "exp" ``min(exp(A / temperature), max_weight)`` (AWAC, Nair et al. 2020)
+    or "none" (behavioral cloning: no critic is evaluated). The critics receive no gradient.
+
+    :param agent: a stochastic (or discrete) agent: the loss is a log-likelihood.
+    :param batch: dataset transitions.
+    :param optimizer: the actor's optimizer (plus the encoder's when ``train_encoder``).
+    :param adv_filter: "binary", "exp" or "none".
+    :param temperature: temperature of the exponential filter.
+    :param max_weight: clip of the exponential filter.
+    :param adv_samples: policy samples for the "mean"/"max" value estimate.
+    :param importance_weights: ``(B, 1)`` corrections of a prioritized batch (see
+        :class:`super_sac.replay.AdvantageIndex`); ``None`` for a uniform batch.
+    :param train_encoder: let the loss train the encoder (behavioral cloning without critics,
+        where the encoder would otherwise never learn); otherwise the actor sees detached
+        features, as in the policy-gradient update.
+    :return: ``actor/afbc_loss``, ``actor/log_prob_data`` (mean log-likelihood of the dataset
+        actions), ``actor/adv_mean``, ``actor/filter_mean`` (mean filter weight: the
+        fraction kept by the binary filter) and ``actor/filter_weights`` (per sample, ``(B,)``;
+        the priorities of the AFBC replay trick).
+    """
+    with torch.set_grad_enabled(train_encoder):
+        rep = agent.encoder(batch.obs)
+    if adv_filter == "none":
+        adv = torch.zeros(rep.shape[0], 1, device=rep.device)
+    else:
+        adv = adv_estimator.estimate_advantage(
+            agent, rep.detach(), batch.action, num_samples=adv_samples
+        )
+    weights = adv_estimator.filter_weights(adv, adv_filter, temperature, max_weight)
+    loss_weights = weights if importance_weights is None else weights * importance_weights
+    log_prob = agent.actor(rep).log_prob(batch.action).reshape(-1, 1)
+    loss = lu.afbc_actor_loss(log_prob, loss_weights)
+    optimizer_step(optimizer, loss)
+    return {
+        "actor/afbc_loss": loss.detach(),
+        "actor/log_prob_data": log_prob.detach().mean(),
+        "actor/adv_mean": adv.mean(),
+        "actor/filter_mean": weights.mean(),
+        "actor/filter_weights": weights.reshape(-1),
+    }
 
 
 def alpha_update(

@@ -230,6 +230,18 @@ def expected_log_prob(probs: torch.Tensor, log_probs: torch.Tensor) -> torch.Ten
     return (probs * log_probs).sum(dim=-1).mean()
 
 
+def afbc_actor_loss(log_prob: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Advantage-filtered behavioral cloning objective ``-E[w * log pi(a_data|s)]``.
+
+    ``w`` is the filter weight of each dataset action (times an importance weight when the
+    batch was drawn by priority); ``w = 1`` is plain behavioral cloning.
+
+    :param log_prob: ``(B, 1)`` log-probabilities of the dataset actions.
+    :param weights: ``(B, 1)`` per-sample weights (no gradient flows through them).
+    """
+    return -(weights.detach() * log_prob).mean()
+
+
 def deterministic_actor_loss(q: torch.Tensor) -> torch.Tensor:
     """Deterministic policy gradient objective ``-E[Q(s, mu(s))]`` (Silver et al. 2014)."""
     return -q.mean()

@@ -2,8 +2,9 @@
 
 The loop is split into small named parts (:class:`Trainer`): ``collect`` (env steps into the
 n-step queue and the replay buffer), ``update`` (critic, actor and alpha updates, target
-networks), ``evaluate``, ``log`` and ``save``. A run goes through phases; this version has the
-online phase, and the behavioral-cloning and offline phases plug in beside it.
+networks), ``evaluate``, ``log`` and ``save``. A run goes through three phases, each a method:
+``run_bc`` (behavioral cloning on the buffer's data), ``run_offline`` (critic and
+advantage-filtered BC updates on the buffer's data, no env interaction) and ``run_online``.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ import torch
 from gymnasium.vector import AutoresetMode
 from tqdm.auto import tqdm
 
-from super_sac import checkpoint, learning
+from super_sac import adv_estimator, checkpoint, learning
 from super_sac import learning_utils as lu
 from super_sac.agent import Agent
 from super_sac.evaluation import evaluate_agent
 from super_sac.loggers import NullLogger, make_logger
-from super_sac.replay import NStepQueue, ReplayBuffer
+from super_sac.replay import AdvantageIndex, NStepQueue, ReplayBuffer
 from super_sac.utils import (
     atomic_write_json,
     atomic_write_text,
@@ -40,6 +41,8 @@ from super_sac.utils import (
     set_seed,
 )
 from super_sac.validation import ConfigError, validate_config  # noqa: E402,F401
+
+PHASES = ("bc", "offline", "online")
 
 
 class NonFiniteError(FloatingPointError):
@@ -118,8 +121,13 @@ class Trainer:
         self.buffer.allocate(self.env.single_observation_space, self.env.single_action_space)
         if cfg.seed is not None:
             self.buffer.seed(cfg.seed)
-        # counters and history (all of it goes into checkpoints)
-        self.phase = "online"
+        self.afbc_index: AdvantageIndex | None = None
+        if cfg.afbc_per:  # the AFBC trick's second sampling index over the same storage
+            self.afbc_index = AdvantageIndex(self.buffer.size, seed=self.base_seed + 1)
+            self.afbc_index.add(np.arange(len(self.buffer)))
+        # counters and history (all of it goes into checkpoints); ``step`` counts the steps of
+        # the current phase
+        self.phase = PHASES[0]
         self.step = 0
         self.env_steps = 0
         self.critic_updates = 0
@@ -166,11 +174,30 @@ class Trainer:
             if cfg.alpha_lr > 0
             else None
         )
+        # behavioral cloning trains the encoder through the actor's loss (no critic runs then)
+        self.bc_optimizer = (
+            learning.build_optimizer(
+                learning.ParamGroup(
+                    list(agent.actor.parameters()), cfg.actor_lr, cfg.actor_l2, cfg.actor_clip
+                ),
+                learning.ParamGroup(
+                    list(agent.encoder.parameters()),
+                    cfg.encoder_lr,
+                    cfg.encoder_l2,
+                    cfg.encoder_clip,
+                ),
+            )
+            if cfg.bc_warmup_steps > 0
+            else None
+        )
         target_entropy = (
             lu.discrete_target_entropy if agent.discrete else lu.continuous_target_entropy
         )
         self.target_entropy = target_entropy(agent.act_space_size, cfg.target_entropy_mul)
-        tgt = self.target_agent
+        self._pair_target_params()
+
+    def _pair_target_params(self) -> None:
+        agent, tgt = self.agent, self.target_agent
         self._critic_pairs = (lu.params_of(tgt.critic), lu.params_of(agent.critic))
         self._encoder_pairs = (lu.params_of(tgt.encoder), lu.params_of(agent.encoder))
         self._actor_pairs = (lu.params_of(tgt.actor), lu.params_of(agent.actor))
@@ -206,7 +233,7 @@ class Trainer:
                 config=self.hparams(),
                 wandb_entity=cfg.wandb_entity,
                 wandb_project=cfg.wandb_project,
-                purge_step=self.env_steps if cfg.resume else None,
+                purge_step=self.log_step if cfg.resume else None,
             )
 
     def hparams(self) -> dict[str, Any]:
@@ -273,7 +300,9 @@ class Trainer:
                 true_next = next_obs
             out = self.nstep.push(self.obs, action, reward, true_next, learn_terminated, ended)
             if out is not None:
-                self.buffer.push(**out)
+                slots = self.buffer.push(**out)
+                if self.afbc_index is not None:
+                    self.afbc_index.add(slots)
             if ended.any():
                 next_obs = self._end_episodes(ended, next_obs)
             self.obs = next_obs
@@ -362,9 +391,15 @@ class Trainer:
             idxs, self.agent.ensemble_size, self.cfg.bootstrap_mask_prob, self.base_seed
         )
 
-    def update(self) -> None:
-        """One online step's updates: critics (and target critics), then the actor and alpha."""
+    def update(self, phase: str = "online") -> None:
+        """One step's updates: critics (and target critics), then the actor and alpha.
+
+        Online, the actor takes policy-gradient updates (``use_pg_update_online``) and/or AFBC
+        updates (``use_afbc_update_online``); in the offline phase only AFBC updates.
+        """
         cfg = self.cfg
+        use_pg = cfg.use_pg_update_online and phase == "online"
+        use_afbc = phase == "offline" or cfg.use_afbc_update_online
         logs: dict[str, torch.Tensor] = {}
         alpha = self.alpha
         batch = None
@@ -378,7 +413,7 @@ class Trainer:
             if self.critic_updates % cfg.target_delay == 0:
                 lu.soft_update(*self._critic_pairs, cfg.mlp_tau)
                 lu.soft_update(*self._encoder_pairs, cfg.encoder_tau)
-        if cfg.use_pg_update_online and self.step % cfg.actor_delay == 0:
+        if use_pg and self.step % cfg.actor_delay == 0:
             for i in range(cfg.pg_actor_updates_per_step):
                 if not (cfg.reuse_replay_dicts and i == 0 and batch is not None):
                     batch = self._sample()
@@ -398,6 +433,57 @@ class Trainer:
                 self.actor_updates += 1
                 if cfg.use_target_actor:
                     lu.soft_update(*self._actor_pairs, cfg.mlp_tau)
+        if use_afbc and self.step % cfg.actor_delay == 0:
+            self.afbc_updates(logs, batch)
+        self.last_logs = logs
+
+    def afbc_updates(self, logs: dict[str, torch.Tensor], batch: Any = None) -> None:
+        """``afbc_actor_updates_per_step`` advantage-filtered BC actor updates.
+
+        With ``afbc_per`` each batch comes from the advantage index (with importance weights)
+        and its filter weights become the slots' new priorities; otherwise the first update may
+        reuse the critics' last ``batch`` (``reuse_replay_dicts``).
+        """
+        cfg = self.cfg
+        for i in range(cfg.afbc_actor_updates_per_step):
+            importance = None
+            if self.afbc_index is not None:
+                batch, importance = self.afbc_index.sample(
+                    self.buffer, cfg.batch_size, self.device
+                )
+            elif not (cfg.reuse_replay_dicts and i == 0 and batch is not None):
+                batch = self._sample()
+            out = learning.offline_actor_update(
+                self.agent,
+                batch,
+                self.actor_optimizer,
+                adv_filter=cfg.afbc_filter,
+                temperature=cfg.afbc_temperature,
+                max_weight=cfg.afbc_max_weight,
+                adv_samples=cfg.afbc_adv_samples,
+                importance_weights=importance,
+            )
+            if self.afbc_index is not None:
+                priorities = adv_estimator.advantage_priorities(out["actor/filter_weights"])
+                self.afbc_index.update(batch.idxs, priorities)
+            logs.update(out)
+            self._track_finite(logs["actor/afbc_loss"])
+            self.actor_updates += 1
+            if cfg.use_target_actor:
+                lu.soft_update(*self._actor_pairs, cfg.mlp_tau)
+
+    def bc_update(self) -> None:
+        """One behavioral cloning step: maximise the log-likelihood of the buffer's actions
+        (an unfiltered AFBC update that also trains the encoder)."""
+        logs = learning.offline_actor_update(
+            self.agent,
+            self._sample(),
+            self.bc_optimizer,
+            adv_filter="none",
+            train_encoder=True,
+        )
+        self._track_finite(logs["actor/afbc_loss"])
+        self.actor_updates += 1
         self.last_logs = logs
 
     # ------------------------------------------------------------------ fault checks
@@ -422,7 +508,7 @@ class Trainer:
         )
         snapshot = self._write_diagnostics(values)
         raise NonFiniteError(
-            f"non-finite {', '.join(culprits)} at online step {self.step} "
+            f"non-finite {', '.join(culprits)} at {self.phase} step {self.step} "
             f"(env step {self.env_steps}). Training stopped. Last checkpoint: "
             f"{self.last_checkpoint or 'none'}; diagnostic snapshot: {snapshot or 'not saved'}. "
             "Lower the learning rates, clip gradients (actor_clip/critic_clip) or check the "
@@ -462,12 +548,10 @@ class Trainer:
         result = evaluate_agent(
             self.agent, self.test_env, cfg.eval_episodes, cfg.max_episode_steps, cfg.render
         )
-        result["env_steps"] = self.env_steps
+        self.logger.log({f"eval/{k}": v for k, v in result.items()}, self.log_step)
+        result.update(env_steps=self.env_steps, phase=self.phase, phase_step=self.step)
         self.last_eval = result
         self.eval_history.append(result)
-        self.logger.log(
-            {f"eval/{k}": v for k, v in result.items() if k != "env_steps"}, self.env_steps
-        )
         if result["return_mean"] > self.best_return:
             self.best_return = result["return_mean"]
             if cfg.save_best and cfg.save_to_disk and self.run_dir is not None:
@@ -479,7 +563,8 @@ class Trainer:
         metrics = {k: float(v.float().mean()) for k, v in self.last_logs.items()}
         metrics.update(
             {
-                "schedule/phase_online": 1.0,
+                **{f"schedule/phase_{p}": float(p == self.phase) for p in PHASES},
+                "schedule/phase_step": float(self.step),
                 "schedule/env_steps": float(self.env_steps),
                 "schedule/critic_updates": float(self.critic_updates),
                 "schedule/actor_updates": float(self.actor_updates),
@@ -493,7 +578,19 @@ class Trainer:
         if self.recent_returns:
             metrics["train/episode_return"] = float(np.mean(self.recent_returns))
             self.recent_returns.clear()
-        self.logger.log(metrics, self.env_steps)
+        self.logger.log(metrics, self.log_step)
+
+    @property
+    def log_step(self) -> int:
+        """The logs' x-axis: steps of the earlier phases plus this phase's steps (online: env
+        steps), so a purely online run logs against env steps."""
+        cfg = self.cfg
+        before = {
+            "bc": 0,
+            "offline": cfg.bc_warmup_steps,
+            "online": cfg.bc_warmup_steps + cfg.num_steps_offline,
+        }[self.phase]
+        return before + (self.env_steps if self.phase == "online" else self.step)
 
     def save(self) -> None:
         """Save the agent's weights to the run directory."""
@@ -515,6 +612,7 @@ class Trainer:
                 "action_shape": list(self.env.single_action_space.shape),
                 "num_envs": self.num_envs,
                 "n_step": self.cfg.n_step,
+                "afbc_per": self.cfg.afbc_per,
             }
         )
         return sig
@@ -530,6 +628,8 @@ class Trainer:
             "critic_optimizer": opt(self.critic_optimizer),
             "actor_optimizer": opt(self.actor_optimizer),
             "alpha_optimizer": opt(self.alpha_optimizer),
+            "bc_optimizer": opt(self.bc_optimizer),
+            "afbc_index": self.afbc_index.state_dict() if self.afbc_index is not None else None,
             "log_alpha": self.log_alpha.detach().clone(),
             "noise": self.noise.state_dict(),
             "nstep": self.nstep.state_dict(),
@@ -554,7 +654,7 @@ class Trainer:
                 "actions": [self._episode_actions_tensor(a) for a in self.episode_actions],
                 "recent_returns": list(self.recent_returns),
             },
-            "rng": checkpoint.capture_rng_states(trainer=self.np_rng, buffer=self.buffer.rng),
+            "rng": checkpoint.capture_rng_states(**self._generators()),
         }
 
     def _episode_actions_tensor(self, actions: list[np.ndarray]) -> torch.Tensor:
@@ -577,8 +677,8 @@ class Trainer:
             )
         self.agent.load_state_dict(state["agent"])
         self.target_agent.load_state_dict(state["target_agent"])
-        for name in ("critic_optimizer", "actor_optimizer", "alpha_optimizer"):
-            if getattr(self, name) is not None and state[name] is not None:
+        for name in ("critic_optimizer", "actor_optimizer", "alpha_optimizer", "bc_optimizer"):
+            if getattr(self, name) is not None and state.get(name) is not None:
                 getattr(self, name).load_state_dict(state[name])
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
@@ -599,7 +699,15 @@ class Trainer:
         self.episode_index = ep["index"].numpy().copy()
         self.episode_actions = [list(a.numpy()) for a in ep["actions"]]
         self.recent_returns = list(ep["recent_returns"])
-        checkpoint.restore_rng_states(state["rng"], trainer=self.np_rng, buffer=self.buffer.rng)
+        if self.afbc_index is not None:
+            self.afbc_index.load_state_dict(state["afbc_index"])
+        checkpoint.restore_rng_states(state["rng"], **self._generators())
+
+    def _generators(self) -> dict[str, np.random.Generator]:
+        gens = {"trainer": self.np_rng, "buffer": self.buffer.rng}
+        if self.afbc_index is not None:
+            gens["afbc_index"] = self.afbc_index.rng
+        return gens
 
     def write_checkpoint(self) -> None:
         """Check for NaNs, then write the whole state atomically."""
@@ -608,7 +716,7 @@ class Trainer:
         self.check_finite(params=True)
         self.last_checkpoint = checkpoint.write_checkpoint(
             self.run_dir,
-            self.env_steps,
+            self.log_step,
             self.state_dict(),
             self.buffer,
             keep=self.cfg.keep_checkpoints,
@@ -690,6 +798,11 @@ class Trainer:
             "super_sac settings",
             f"  actor {actor}, {agent.num_critics} critics (target: min of "
             f"{cfg.target_critic_ensemble_n}), hidden {agent.hidden_size}, device {self.device}",
+            f"  phases: {cfg.bc_warmup_steps} behavioral cloning, {cfg.num_steps_offline} offline "
+            f"(AFBC filter {cfg.afbc_filter!r}, advantage {agent.adv_method!r}"
+            f"{', prioritized' if cfg.afbc_per else ''}), then online actor updates: "
+            f"{'PG ' if cfg.use_pg_update_online else ''}"
+            f"{'AFBC' if cfg.use_afbc_update_online else ''}",
             f"  {cfg.num_steps_online} online steps x {cfg.transitions_per_online_step} "
             f"transitions, {self.num_envs} env(s), {cfg.random_warmup_steps} random warm-up",
             f"  updates/step: critic {cfg.critic_updates_per_step}, actor "
@@ -710,29 +823,40 @@ class Trainer:
                 f"p={cfg.bootstrap_mask_prob})",
             )
         if cfg.resume:
-            lines.append(f"  resumed from {self.last_checkpoint} at online step {self.step}")
+            lines.append(
+                f"  resumed from {self.last_checkpoint} at {self.phase} step {self.step}"
+            )
         print("\n".join(lines), flush=True)
 
-    def run_online(self) -> None:
-        """The online phase: collect, update, evaluate, log, save and checkpoint."""
+    def phase_length(self, phase: str) -> int:
+        """Number of steps of ``phase`` ("bc", "offline" or "online")."""
         cfg = self.cfg
+        return {
+            "bc": cfg.bc_warmup_steps,
+            "offline": cfg.num_steps_offline,
+            "online": cfg.num_steps_online,
+        }[phase]
+
+    def _run_phase(self, step_fn: Any) -> None:
+        """Run the current phase from ``self.step`` to its end: ``step_fn`` once per step, then
+        the periodic evaluation, logging, saving and checkpointing; evaluate at the end."""
+        cfg = self.cfg
+        total = self.phase_length(self.phase)
         check_every_step = self.device.type == "cpu"
         start = time.perf_counter()
         bar = tqdm(
-            total=cfg.num_steps_online,
+            total=total,
             initial=self.step,
-            disable=cfg.verbosity < 1,
-            desc="online",
+            disable=cfg.verbosity < 1 or total == 0,
+            desc=self.phase,
             mininterval=1.0,
             dynamic_ncols=True,
         )
-        while self.step < cfg.num_steps_online:
-            self.collect(cfg.transitions_per_online_step)
+        while self.step < total:
             self.step += 1
-            if self.env_steps > cfg.random_warmup_steps and len(self.buffer) > 0:
-                self.update()
-                if check_every_step:
-                    self.check_finite()
+            updated = step_fn()
+            if updated and check_every_step:
+                self.check_finite()
             if self.step % cfg.eval_interval == 0 and self.evaluate():
                 bar.set_postfix(eval_return=f"{self.last_eval['return_mean']:.1f}")
             if self.step % cfg.log_interval == 0:
@@ -744,7 +868,58 @@ class Trainer:
                 self.write_checkpoint()
             bar.update(1)
         bar.close()
-        if self.step % cfg.eval_interval != 0 or not self.eval_history:
+        if total > 0 and self.step % cfg.eval_interval != 0:
+            self.evaluate()
+
+    def run_bc(self) -> None:
+        """The behavioral cloning phase: ``bc_warmup_steps`` BC updates on the buffer's data."""
+
+        def step() -> bool:
+            self.bc_update()
+            return True
+
+        self._run_phase(step)
+
+    def run_offline(self) -> None:
+        """The offline phase: ``num_steps_offline`` steps of critic updates and
+        ``afbc_actor_updates_per_step`` AFBC actor updates on the buffer's data (no env
+        interaction)."""
+
+        def step() -> bool:
+            self.update(phase="offline")
+            return True
+
+        self._run_phase(step)
+
+    def run_online(self) -> None:
+        """The online phase: collect, update, evaluate, log, save and checkpoint."""
+
+        def step() -> bool:
+            self.collect(self.cfg.transitions_per_online_step)
+            if self.env_steps > self.cfg.random_warmup_steps and len(self.buffer) > 0:
+                self.update()
+                return True
+            return False
+
+        self._run_phase(step)
+
+    def enter_phase(self, phase: str) -> None:
+        """Switch to ``phase`` at its step 0. Leaving behavioral cloning re-creates the target
+        networks from the cloned agent (the initial targets know nothing of the data)."""
+        if self.phase == "bc" and self.cfg.bc_warmup_steps > 0:
+            self.target_agent = learning.make_target_agent(self.agent)
+            self._pair_target_params()
+        self.phase, self.step = phase, 0
+
+    def run_phases(self) -> None:
+        """Run the phases in order, starting from the current one (a resumed run continues
+        where its checkpoint was written)."""
+        runners = {"bc": self.run_bc, "offline": self.run_offline, "online": self.run_online}
+        for phase in PHASES[PHASES.index(self.phase) :]:
+            if phase != self.phase:
+                self.enter_phase(phase)
+            runners[phase]()
+        if not self.eval_history:
             self.evaluate()
 
     def run(self) -> dict[str, Any]:
@@ -764,7 +939,7 @@ class Trainer:
         self._session_start = (self.env_steps, self.critic_updates, time.perf_counter())
         wall_before = self.wall_seconds
         try:
-            self.run_online()
+            self.run_phases()
             self.check_finite(params=True)
             self.save()
             if self.last_checkpoint is None or self.step % self.cfg.checkpoint_interval:
@@ -881,6 +1056,10 @@ def super_sac(
     weight_type: str = "sunrise",
     bootstrap_mask_prob: float = 1.0,
     afbc_per: bool = False,
+    afbc_filter: str = "binary",
+    afbc_temperature: float = 1.0,
+    afbc_max_weight: float = 20.0,
+    afbc_adv_samples: int = 4,
     augmenter: Any = None,
     encoder_lambda: float = 0.0,
     actor_lambda: float = 0.0,
@@ -909,10 +1088,24 @@ def super_sac(
 ) -> dict[str, Any]:
     """Train ``agent`` off-policy; every argument after the four objects is a gin setting.
 
-    Schedule: ``num_steps_online`` steps, each collecting ``transitions_per_online_step`` env
+    Phases (each optional): ``bc_warmup_steps`` behavioral cloning updates on the buffer's data
+    (the target networks are then re-created from the cloned agent); ``num_steps_offline``
+    offline steps of ``critic_updates_per_step`` critic updates and
+    ``afbc_actor_updates_per_step`` advantage-filtered BC (AFBC) actor updates, with no env
+    interaction; then the online phase below. Offline phases need a buffer holding a dataset
+    (``ReplayBuffer.load_dataset``). AFBC maximises ``E[f(A(s, a)) log pi(a|s)]`` over dataset
+    actions, with ``A`` estimated by ``Agent.adv_method`` and the filter ``afbc_filter``:
+    "binary" ``1[A > 0]`` (CRR), "exp" ``min(exp(A / afbc_temperature), afbc_max_weight)``
+    (AWAC) or "none" (plain BC); ``afbc_adv_samples`` policy samples estimate ``V(s)``.
+    ``afbc_per`` draws AFBC batches by advantage-based priorities (critics stay uniform);
+    see :mod:`super_sac.adv_estimator`.
+
+    Online schedule: ``num_steps_online`` steps, each collecting ``transitions_per_online_step`` env
     transitions and then running ``critic_updates_per_step`` critic updates and (every
-    ``actor_delay`` steps) ``pg_actor_updates_per_step`` actor updates, each followed by an alpha
-    update when ``alpha_lr > 0``. The first ``random_warmup_steps`` transitions use uniform
+    ``actor_delay`` steps) ``pg_actor_updates_per_step`` policy-gradient actor updates
+    (``use_pg_update_online``), each followed by an alpha update when ``alpha_lr > 0``, and/or
+    ``afbc_actor_updates_per_step`` AFBC updates (``use_afbc_update_online``; AWAC-style
+    fine-tuning). The first ``random_warmup_steps`` transitions use uniform
     random actions and no updates run until they are collected. Only ``terminated`` stops
     bootstrapping; truncated episodes bootstrap from their true final observation.
 
@@ -926,12 +1119,12 @@ def super_sac(
     whose minimum forms the TD target (REDQ's M). The README's hyperparameter reference lists
     every other setting.
 
-    Crash safety: every ``checkpoint_interval`` online steps (and at the end) the whole training
-    state is written atomically to ``<run_dir>/checkpoints/`` (the newest ``keep_checkpoints``
-    are kept); ``resume=True`` (the newest run named ``name``) or ``resume="<run_dir>"``
-    continues from the newest intact checkpoint. ``run_info`` is stored in ``hparams.json``
-    (the training scripts keep their command line there). Returns the run summary (also written
-    to ``summary.json``).
+    Crash safety: every ``checkpoint_interval`` steps of each phase (and at the end) the whole
+    training state is written atomically to ``<run_dir>/checkpoints/`` (the newest
+    ``keep_checkpoints`` are kept); ``resume=True`` (the newest run named ``name``) or
+    ``resume="<run_dir>"`` continues from the newest intact checkpoint. ``run_info`` is stored
+    in ``hparams.json`` (the training scripts keep their command line there). Returns the run
+    summary (also written to ``summary.json``).
 
     ``compile = True`` applies ``torch.compile`` to the networks of the agent and its target
     copy (:meth:`Agent.compile_networks`). It costs minutes of compilation at the first updates;

@@ -28,7 +28,7 @@ import gymnasium
 import numpy as np
 import torch
 
-__all__ = ["Batch", "MinTree", "NStepQueue", "ReplayBuffer", "SumTree"]
+__all__ = ["AdvantageIndex", "Batch", "MinTree", "NStepQueue", "ReplayBuffer", "SumTree"]
 
 _FORMAT_VERSION = 1
 _Field = tuple[tuple[int, ...], str]  # (shape without batch dim, numpy dtype name)
@@ -379,6 +379,7 @@ class ReplayBuffer:
         self._discount = np.empty(0, dtype=np.float32)
         self._ptr = 0
         self._len = 0
+        self._protected = 0
         self._max_priority = 1.0
         self._sum_tree: SumTree | None = None
         self._min_tree: MinTree | None = None
@@ -404,6 +405,38 @@ class ReplayBuffer:
     def size(self) -> int:
         """Capacity in transitions."""
         return self._size
+
+    @property
+    def protected(self) -> int:
+        """Number of leading slots (offline data) that new transitions never overwrite."""
+        return self._protected
+
+    def protect(self) -> None:
+        """Keep everything stored now (e.g. an offline dataset) for the rest of training.
+
+        Later pushes wrap around over the remaining ``size - len`` slots only, so fine-tuning on
+        a mixed buffer never loses the offline data. Call it right after loading the data.
+
+        :raises ValueError: if the ring has already wrapped (stored data are not the first
+            ``len`` slots).
+        """
+        if self._ptr != self._len % self._size or self._len < self._protected:
+            raise ValueError(
+                "protect() must be called before the ring buffer wraps around (right after "
+                "loading the offline data)"
+            )
+        self._protected = self._len
+
+    def stored_discounts(self) -> np.ndarray:
+        """The distinct bootstrap discounts ``gamma ** k`` stored (a check that a dataset was
+        loaded with the training run's ``gamma``)."""
+        return np.unique(self._discount[: self._len])
+
+    def gather(self, idxs: np.ndarray, device: str | torch.device = "cpu") -> Batch:
+        """The transitions in slots ``idxs`` as a :class:`Batch` with unit weights (for samplers
+        kept beside the buffer, such as :class:`AdvantageIndex`)."""
+        idxs = np.asarray(idxs, dtype=np.int64)
+        return self._gather(idxs, np.ones(idxs.shape[0], dtype=np.float32), device)
 
     @property
     def prioritized(self) -> bool:
@@ -502,12 +535,13 @@ class ReplayBuffer:
         next_obs: dict[str, np.ndarray],
         done: np.ndarray,
         discount: np.ndarray,
-    ) -> None:
+    ) -> np.ndarray:
         """Store a batch of ``B`` transitions (leading dim ``B`` everywhere).
 
         A batch crossing the end of the ring wraps; a batch longer than ``size`` keeps its last
-        ``size`` transitions. ``reward``/``done``/``discount`` may be ``(B,)``, ``(B, 1)`` or a
-        scalar. New items get the current maximum priority.
+        ``size`` transitions. Protected slots (:meth:`protect`) are never overwritten: the ring
+        wraps around over the slots after them. ``reward``/``done``/``discount`` may be
+        ``(B,)``, ``(B, 1)`` or a scalar. New items get the current maximum priority.
 
         :param obs: observation arrays keyed like the allocated layout.
         :param action: actions, ``(B, *shape)`` or ``(B,)`` for discrete.
@@ -515,6 +549,8 @@ class ReplayBuffer:
         :param next_obs: observations to bootstrap from.
         :param done: 1 where the episode terminated (no bootstrap).
         :param discount: bootstrap discount ``gamma ** k``.
+        :return: the slots written (for indices kept beside the buffer, such as
+            :class:`AdvantageIndex`).
         """
         action = np.asarray(action)
         obs = {k: np.asarray(v) for k, v in obs.items()}
@@ -530,9 +566,16 @@ class ReplayBuffer:
         columns = [_as_column(n, v, batch) for n, v in (("reward", reward), ("done", done))]
         columns.append(_as_column("discount", discount, batch))
         if batch == 0:
-            return
-        keep = slice(max(0, batch - self._size), batch)
-        slots = (self._ptr + np.arange(batch)[keep]) % self._size
+            return np.zeros(0, dtype=np.int64)
+        ring = self._size - self._protected  # slots the ring may overwrite
+        if ring == 0:
+            raise ValueError(
+                f"the ReplayBuffer is full of protected offline data ({self._protected} "
+                "transitions) and has no room for new ones; build it with a larger size "
+                "(ReplayBuffer.size) or load the dataset with protect=False"
+            )
+        keep = slice(max(0, batch - ring), batch)
+        slots = self._protected + (self._ptr - self._protected + np.arange(batch)[keep]) % ring
         for key in self._obs:
             self._obs[key][slots] = obs[key][keep]
             self._next_obs[key][slots] = next_obs[key][keep]
@@ -541,8 +584,9 @@ class ReplayBuffer:
             store[slots] = column[keep]
         if self._prioritized:
             self._set_tree_values(slots, np.full(slots.shape, self._max_priority**self._alpha))
-        self._ptr = (self._ptr + batch) % self._size
+        self._ptr = self._protected + (self._ptr - self._protected + batch) % ring
         self._len = min(self._len + batch, self._size)
+        return slots
 
     def _check_obs(self, name: str, obs: dict[str, np.ndarray], batch: int) -> None:
         missing = [k for k in self._layout.obs if k not in obs]
@@ -685,6 +729,7 @@ class ReplayBuffer:
             "size": np.array(self._size, dtype=np.int64),
             "length": np.array(n, dtype=np.int64),
             "ptr": np.array(self._ptr, dtype=np.int64),
+            "protected": np.array(self._protected, dtype=np.int64),
             "alpha": np.array(self._alpha, dtype=np.float64),
             "max_priority": np.array(self._max_priority, dtype=np.float64),
             "action": self._action[:n],
@@ -717,6 +762,13 @@ class ReplayBuffer:
             if length > self._size:
                 raise ValueError(f"file holds {length} transitions but size is {self._size}")
             self._allocate_layout(layout)
+            protected = int(data["protected"]) if "protected" in data else 0
+            if protected and saved_size != self._size:
+                raise ValueError(
+                    f"the file's buffer (size {saved_size}) protects {protected} offline "
+                    f"transitions; load it into a buffer of the same size, not {self._size}"
+                )
+            self._protected = protected
             if saved_size == self._size:
                 slots, ptr = np.arange(length), int(data["ptr"])
             else:  # oldest first from slot 0
@@ -748,6 +800,60 @@ class ReplayBuffer:
             values = np.full(length, self._max_priority**self._alpha)
         self._set_tree_values(slots, values)
 
+    def load_dataset(
+        self,
+        source: str | os.PathLike,
+        env: gymnasium.Env,
+        *,
+        gamma: float,
+        datasets_path: str | os.PathLike | None = None,
+        protect: bool = True,
+    ) -> ReplayBuffer:
+        """Append an offline dataset (a Minari id or a ``.npz`` path), validated against ``env``.
+
+        Observations become the env's dict observations and Box actions are rescaled to
+        ``[-1, 1]`` (see :mod:`super_sac.datasets`); every transition is a one-step transition
+        with ``discount = gamma`` and ``done = terminated`` (truncated transitions keep
+        bootstrapping from their true final observation).
+
+        Mixed offline + online buffers: with ``protect=True`` (the default) the dataset's slots
+        are protected (:meth:`protect`), so online fine-tuning fills the remaining
+        ``size - len`` slots as a ring and never overwrites the offline data. With
+        ``protect=False`` the dataset is ordinary ring content that new transitions replace
+        oldest-first once the buffer is full.
+
+        :param source: a ``.npz`` file or a Minari dataset id (resolved under
+            ``datasets_path``, default ``$MINARI_DATASETS_PATH``).
+        :param env: the (wrapped) env the agent trains in.
+        :param gamma: the training run's discount (``super_sac.gamma``).
+        :param datasets_path: local Minari datasets folder.
+        :param protect: keep the dataset for the whole run (see above).
+        :return: ``self``.
+        :raises super_sac.datasets.DatasetError: when the dataset is missing, malformed or does
+            not fit ``env``; ``ValueError`` when it does not fit in the buffer.
+        """
+        from super_sac.datasets import load_transitions  # noqa: PLC0415 (avoids a cycle)
+
+        data, _ = load_transitions(source, env, datasets_path)
+        if len(self) + len(data) > self._size:
+            raise ValueError(
+                f"the dataset's {len(data)} transitions do not fit in the ReplayBuffer "
+                f"(size {self._size}, {len(self)} stored). Fix: ReplayBuffer.size >= "
+                f"{len(self) + len(data)} (more for online fine-tuning)"
+            )
+        self.allocate(env.observation_space, env.action_space)
+        self.push(
+            obs=data.obs,
+            action=data.action,
+            reward=data.reward,
+            next_obs=data.next_obs,
+            done=data.terminated.astype(np.float32),
+            discount=np.float32(gamma),
+        )
+        if protect:
+            self.protect()
+        return self
+
     @classmethod
     def from_file(cls, path: str | os.PathLike, **kwargs: Any) -> ReplayBuffer:
         """Build a buffer sized like the saved one (unless ``size`` is given) and load it.
@@ -759,6 +865,90 @@ class ReplayBuffer:
             with np.load(_npz_path(path), allow_pickle=False) as data:
                 kwargs["size"] = int(data["size"])
         return cls(**kwargs).load(path)
+
+
+class AdvantageIndex:
+    """A second, advantage-based sampling index over a :class:`ReplayBuffer`'s slots.
+
+    The AFBC trick (Grigsby & Qi 2021, arXiv:2110.04698; ``super_sac.afbc_per``): actor
+    batches are drawn with probability ``P(i) = p_i / sum_j p_j`` where ``p_i`` is the latest
+    filter weight of slot ``i`` plus a floor (:func:`super_sac.adv_estimator.advantage_priorities`),
+    so few samples of a batch are masked out by the filter; the critics keep sampling
+    uniformly from the buffer itself. Slots not yet estimated (new data) get the largest
+    priority seen. Each sample carries the importance weight ``1 / (N P(i))`` (``N`` stored
+    transitions), which keeps the actor's objective that of uniform sampling,
+    ``E_P[w_i / (N P(i))] = (1/N) sum_i w_i``, while the batch is spent on kept samples.
+
+    It reuses the buffer's :class:`SumTree` and stratified prefix-sum sampling.
+
+    :param capacity: the buffer's size.
+    :param seed: sampling RNG seed.
+    """
+
+    def __init__(self, capacity: int, seed: int | None = None) -> None:
+        self._tree = SumTree(capacity)
+        self._len = 0
+        self._max_priority = 1.0
+        self._rng = np.random.default_rng(seed)
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The sampling generator (its state goes into checkpoints)."""
+        return self._rng
+
+    def __len__(self) -> int:
+        return self._len
+
+    def add(self, slots: np.ndarray) -> None:
+        """Give freshly written slots the largest priority seen so far."""
+        slots = np.asarray(slots, dtype=np.int64)
+        if slots.size:
+            self._tree.update(slots, np.full(slots.shape, self._max_priority))
+            self._len = max(self._len, int(slots.max()) + 1)
+
+    def update(self, idxs: np.ndarray, priorities: np.ndarray | torch.Tensor) -> None:
+        """Set the priorities of sampled slots (repeated slots: the last value wins)."""
+        if isinstance(priorities, torch.Tensor):
+            priorities = priorities.detach().cpu().numpy()
+        values = np.asarray(priorities, dtype=np.float64).ravel()
+        idxs = np.asarray(idxs, dtype=np.int64).ravel()
+        if values.shape != idxs.shape or not np.all(np.isfinite(values)) or np.any(values <= 0):
+            raise ValueError("AdvantageIndex priorities must be positive, finite and one per idx")
+        if idxs.size:
+            self._max_priority = max(self._max_priority, float(values.max()))
+            self._tree.update(idxs, values)
+
+    def priorities(self, idxs: np.ndarray) -> np.ndarray:
+        """Current priorities of ``idxs``."""
+        return self._tree.values(np.asarray(idxs, dtype=np.int64))
+
+    def sample(
+        self, buffer: ReplayBuffer, batch_size: int, device: str | torch.device = "cpu"
+    ) -> tuple[Batch, torch.Tensor]:
+        """A prioritized batch from ``buffer`` and its ``(B, 1)`` importance weights."""
+        if self._len == 0:
+            raise ValueError("the AdvantageIndex holds no slots; add the buffer's slots first")
+        total = self._tree.total
+        prefixes = (np.arange(batch_size) + self._rng.random(batch_size)) * (total / batch_size)
+        idxs = self._tree.find_prefix_sum(prefixes)
+        importance = (total / self._len) / self._tree.values(idxs)
+        batch = buffer.gather(idxs, device)
+        return batch, torch.from_numpy(importance.astype(np.float32)[:, None]).to(device)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Priorities of the first ``len`` slots, the running maximum and the length."""
+        return {
+            "priorities": torch.from_numpy(self._tree.values(np.arange(self._len))),
+            "max_priority": self._max_priority,
+            "len": self._len,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output."""
+        self._len = int(state["len"])
+        self._max_priority = float(state["max_priority"])
+        if self._len:
+            self._tree.update(np.arange(self._len), state["priorities"].numpy())
 
 
 # --------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
+from super_sac import adv_estimator
 from super_sac import learning_utils as lu
 from super_sac.agent import Agent
 from super_sac.loggers import LOGGING_METHODS, resolve_wandb_target
@@ -23,10 +24,6 @@ if TYPE_CHECKING:
 
 # Settings of features that other parts of the roadmap add; each must stay at its default here.
 _NOT_YET = {
-    "num_steps_offline": (0, "the offline (AFBC) phase"),
-    "bc_warmup_steps": (0, "the behavioral cloning phase"),
-    "use_afbc_update_online": (False, "advantage-filtered BC actor updates"),
-    "afbc_per": (False, "advantage-prioritized actor batches"),
     "dr3_coeff": (0.0, "the DR3 regulariser"),
     "inverse_markov_coeff": (0.0, "Markov state abstraction losses"),
     "contrastive_markov_coeff": (0.0, "Markov state abstraction losses"),
@@ -50,7 +47,7 @@ def validate_config(
 ) -> None:
     """Reject settings that cannot work, with messages naming the binding and the fix."""
     wants_afbc = cfg.use_afbc_update_online or cfg.num_steps_offline > 0 or cfg.bc_warmup_steps
-    if wants_afbc and not agent.stochastic:
+    if wants_afbc and not (agent.stochastic or agent.discrete):
         raise ConfigError(
             "behavioral cloning / advantage-filtered BC (num_steps_offline, bc_warmup_steps, "
             "use_afbc_update_online) maximise the log-likelihood of dataset actions, which the "
@@ -65,7 +62,6 @@ def validate_config(
                 f"does not implement yet. Fix: leave super_sac.{key} at {default!r}."
             )
     positive = (
-        "num_steps_online",
         "checkpoint_interval",
         "keep_checkpoints",
         "critic_updates_per_step",
@@ -79,11 +75,20 @@ def validate_config(
         "save_interval",
         "n_step",
         "target_critic_ensemble_n",
+        "afbc_actor_updates_per_step",
+        "afbc_adv_samples",
     )
     for key in positive:
         if getattr(cfg, key) < 1:
             raise _err(f"{key} = {getattr(cfg, key)}", "must be >= 1", f"set {key} to 1 or more")
-    for key in ("random_warmup_steps", "eval_episodes", "exploration_param_anneal"):
+    for key in (
+        "random_warmup_steps",
+        "eval_episodes",
+        "exploration_param_anneal",
+        "num_steps_online",
+        "num_steps_offline",
+        "bc_warmup_steps",
+    ):
         if getattr(cfg, key) < 0:
             raise _err(f"{key} = {getattr(cfg, key)}", "must be >= 0", "use a non-negative value")
     if not 0.0 <= cfg.gamma <= 1.0:
@@ -125,12 +130,7 @@ def validate_config(
         )
     if cfg.logging_method == "wandb" and cfg.log_to_disk:
         resolve_wandb_target(cfg.wandb_entity, cfg.wandb_project)
-    if not cfg.use_pg_update_online:
-        raise _err(
-            "use_pg_update_online = False",
-            "no actor update would run online (AFBC online updates are not implemented yet)",
-            "set use_pg_update_online = True",
-        )
+    _validate_phases(cfg, agent, buffer)
     if buffer.size < cfg.random_warmup_steps:
         raise _err(
             f"random_warmup_steps = {cfg.random_warmup_steps}",
@@ -202,6 +202,13 @@ def _validate_ensemble(cfg: TrainConfig, agent: Agent) -> None:
             "SUNRISE ensembles are SAC agents, which have no target actor",
             "set use_target_actor = False",
         )
+    elif cfg.bc_warmup_steps or cfg.num_steps_offline or cfg.use_afbc_update_online:
+        raise ConfigError(
+            f"Agent.ensemble_size = {agent.ensemble_size} with behavioral cloning / AFBC "
+            "(bc_warmup_steps, num_steps_offline, use_afbc_update_online): the filtered-BC "
+            "update is written for a single actor and SUNRISE ensembles do not support it yet. "
+            "Fix: set Agent.ensemble_size = 1 for offline training."
+        )
 
 
 def _validate_discrete_space(label: str, act_space: spaces.Space, agent: Agent) -> None:
@@ -250,6 +257,73 @@ def _validate_discrete_settings(cfg: TrainConfig) -> None:
             "for discrete actions they are epsilon-greedy probabilities",
             "use values in [0, 1]",
         )
+
+
+def _validate_phases(cfg: TrainConfig, agent: Agent, buffer: ReplayBuffer) -> None:
+    """The behavioral cloning / offline / online schedule and the AFBC settings."""
+    if cfg.bc_warmup_steps + cfg.num_steps_offline + cfg.num_steps_online == 0:
+        raise _err(
+            "num_steps_online = 0",
+            "bc_warmup_steps, num_steps_offline and num_steps_online are all 0: nothing to do",
+            "give at least one phase a positive number of steps",
+        )
+    offline = [k for k in ("bc_warmup_steps", "num_steps_offline") if getattr(cfg, k) > 0]
+    if offline and len(buffer) == 0 and not cfg.resume:  # a resumed run restores its buffer
+        raise _err(
+            f"{offline[0]} = {getattr(cfg, offline[0])}",
+            "the behavioral cloning and offline phases learn from the replay buffer's data, but "
+            "the buffer is empty",
+            "load a dataset first: buffer.load_dataset('<minari id or .npz path>', env, "
+            "gamma=...) (experiments/offline/train_offline.py --dataset does it), or "
+            "ReplayBuffer.load('<buffer>.npz') for a saved buffer",
+        )
+    if cfg.num_steps_online > 0 and not (cfg.use_pg_update_online or cfg.use_afbc_update_online):
+        raise _err(
+            "use_pg_update_online = False",
+            "no actor update would run online (use_afbc_update_online is False too)",
+            "set use_pg_update_online = True (SAC/TD3-style fine-tuning) and/or "
+            "use_afbc_update_online = True (AWAC-style)",
+        )
+    uses_afbc = cfg.num_steps_offline > 0 or cfg.use_afbc_update_online
+    if cfg.afbc_per and not uses_afbc:
+        raise _err(
+            "afbc_per = True",
+            "advantage-prioritized batches are only drawn by AFBC updates, and none run",
+            "set num_steps_offline > 0 or use_afbc_update_online = True, or afbc_per = False",
+        )
+    if cfg.afbc_filter not in adv_estimator.ADV_FILTERS:
+        raise _err(
+            f"afbc_filter = {cfg.afbc_filter!r}",
+            "unknown advantage filter",
+            f"choose one of {adv_estimator.ADV_FILTERS} (binary = CRR, exp = AWAC, none = BC)",
+        )
+    for key in ("afbc_temperature", "afbc_max_weight"):
+        if not getattr(cfg, key) > 0:
+            raise _err(f"{key} = {getattr(cfg, key)}", "must be > 0", "use e.g. 1.0 and 20.0")
+    wanted = ("indirect",) if agent.discrete else ("mean", "max")
+    if uses_afbc and cfg.afbc_filter != "none" and agent.adv_method not in wanted:
+        raise ConfigError(
+            f"Agent.adv_method = {agent.adv_method!r} does not fit "
+            f"{'discrete' if agent.discrete else 'continuous'} actions. Fix: set "
+            f"Agent.adv_method to one of {wanted}."
+        )
+    if cfg.num_steps_online > 0 and buffer.protected >= buffer.size:
+        raise _err(
+            f"num_steps_online = {cfg.num_steps_online}",
+            f"the replay buffer (size {buffer.size}) is full of protected offline data, so "
+            "online transitions have nowhere to go",
+            "build the ReplayBuffer with a larger size than the dataset",
+        )
+    if len(buffer) > 0:
+        expected = cfg.gamma ** np.arange(1, cfg.n_step + 1)
+        stored = buffer.stored_discounts()
+        if not np.all(np.isclose(stored[:, None], expected[None, :], rtol=1e-5).any(axis=1)):
+            raise _err(
+                f"gamma = {cfg.gamma}",
+                f"the buffer holds transitions with bootstrap discounts {stored[:5].tolist()}, "
+                f"not gamma**k for k in 1..n_step",
+                "load the dataset with the run's gamma (load_dataset(..., gamma=super_sac.gamma))",
+            )
 
 
 def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym.Env) -> None:

@@ -76,17 +76,6 @@ def test_load_refuses_pickled_objects(tmp_path):
         _agent().load(tmp_path)
 
 
-@pytest.mark.parametrize(
-    "kwargs, words",
-    [
-        ({"discrete": True, "ensemble_size": 3}, "SUNRISE ensembles of discrete actors"),
-    ],
-)
-def test_unimplemented_features_raise_clear_errors(kwargs, words):
-    with pytest.raises(NotImplementedError, match=words):
-        _agent(**kwargs)
-
-
 def test_bad_settings():
     with pytest.raises(ValueError, match="num_critics"):
         _agent(num_critics=0)

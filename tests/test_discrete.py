@@ -76,8 +76,6 @@ def test_discrete_agent_rejects_continuous_only_settings():
         Agent(3, nets.FlatEncoder(4), discrete=True, actor_network_cls=ContinuousDeterministicActor)
     with pytest.raises(ValueError, match="auto_rescale_targets"):
         Agent(3, nets.FlatEncoder(4), discrete=True, auto_rescale_targets=True)
-    with pytest.raises(NotImplementedError, match="SUNRISE ensembles of discrete actors"):
-        Agent(3, nets.FlatEncoder(4), discrete=True, ensemble_size=2)
     # the continuous defaults are swapped, not an error
     agent = Agent(
         3, nets.FlatEncoder(4), discrete=True, actor_network_cls=ContinuousStochasticActor

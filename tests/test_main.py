@@ -360,7 +360,7 @@ def test_unbounded_and_unnormalised_action_spaces():
 def test_wrong_action_size_and_unimplemented_loop_features():
     with pytest.raises(ConfigError, match="act_space_size=1"):
         _run(agent=Agent(2, nets.FlatEncoder(3), hidden_size=8))
-    with pytest.raises(NotImplementedError, match="num_steps_offline.*offline"):
+    with pytest.raises(ConfigError, match="num_steps_offline = 10.*buffer is empty.*load_dataset"):
         _run(num_steps_offline=10)
     with pytest.raises(NotImplementedError, match="augmenter"):
         _run(augmenter=object())

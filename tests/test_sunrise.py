@@ -363,6 +363,8 @@ def test_sunrise_validation_errors():
         super_sac(agent=ensemble, bootstrap_mask_prob=0.0, **common)
     with pytest.raises(ConfigError, match="no target actor"):
         super_sac(agent=ensemble, use_target_actor=True, **common)
+    with pytest.raises(ConfigError, match="do not support it yet"):
+        super_sac(agent=ensemble, num_steps_offline=10, **common)
 
 
 # ------------------------------------------------------------------ discrete members

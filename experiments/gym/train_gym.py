@@ -31,11 +31,18 @@ from super_sac.wrappers import make_gym_env
 HERE = Path(__file__).resolve().parent
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+def build_parser(description: str | None = __doc__) -> argparse.ArgumentParser:
+    """This script's command line (experiments/offline/train_offline.py adds ``--dataset``)."""
+    p = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawTextHelpFormatter
+    )
     p.add_argument("--env", default="Pendulum-v1", help="gymnasium env id")
     add_common_args(p, default_config="sac.gin")
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def add_common_args(p: argparse.ArgumentParser, default_config: str) -> None:
@@ -106,7 +113,7 @@ def action_spec(space: gym.Space) -> tuple[int, bool]:
 
 
 def _resumed_args(
-    args: argparse.Namespace, task_key: str = "env"
+    args: argparse.Namespace, task_key: str = "env", extra_saved_args: tuple[str, ...] = ()
 ) -> tuple[argparse.Namespace, list[str]]:
     """The original command line of the run being resumed, and its operative config file."""
     run_dir = Path(args.resume)
@@ -122,7 +129,9 @@ def _resumed_args(
             **{
                 k: v
                 for k, v in saved.items()
-                if k in (task_key, "parallel_envs", "seed", "max_episode_steps", "name")
+                if k
+                in (task_key, "parallel_envs", "seed", "max_episode_steps", "name")
+                + extra_saved_args
             },
         }
     )
@@ -147,6 +156,8 @@ def run(
     script: str,
     task_key: str,
     search_dirs: list[Path],
+    prepare_buffer: Callable[[super_sac.ReplayBuffer, gym.Env], None] | None = None,
+    extra_saved_args: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Parse the gin files, build the envs, the agent and the buffer, and train.
 
@@ -157,12 +168,16 @@ def run(
     :param task_key: the option naming the task ("env", "game"); part of the default run name
         and restored by ``--resume``.
     :param search_dirs: where bare ``--config`` names are looked up.
+    :param prepare_buffer: fills the replay buffer before training (the offline script loads
+        its dataset here); skipped when resuming (the checkpoint holds the buffer).
+    :param extra_saved_args: further options a resumed run takes from its original command
+        line (besides the task, ``parallel_envs``, ``seed``, ``max_episode_steps``, ``name``).
     """
     if args.threads:
         torch.set_num_threads(args.threads)
     config_files = [args.config]
     if args.resume:
-        args, config_files = _resumed_args(args, task_key)
+        args, config_files = _resumed_args(args, task_key, extra_saved_args)
     bindings = list(args.gin_bindings)
     if args.steps is not None:
         bindings.append(f"super_sac.num_steps_online = {args.steps}")
@@ -173,6 +188,8 @@ def run(
     train_env, test_env = make_envs(args)
     agent = build_agent(test_env, device)
     buffer = super_sac.ReplayBuffer(seed=args.seed)
+    if prepare_buffer is not None and not args.resume:
+        prepare_buffer(buffer, test_env)
     overrides: dict[str, Any] = {
         "name": args.name or f"{Path(args.config).stem}_{getattr(args, task_key)}",
         "seed": args.seed,

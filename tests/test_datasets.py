@@ -1,0 +1,188 @@
+"""Offline datasets: Minari and .npz round trips, validation errors, and replay buffers that keep
+the offline data while fine-tuning online."""
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from super_sac import ReplayBuffer
+from super_sac import datasets as ds
+from super_sac.wrappers import make_gym_env
+
+
+@pytest.fixture
+def env():
+    return make_gym_env("Pendulum-v1", 20)
+
+
+def _episodes(env, n=50):
+    return ds.record_episodes(env, ds.random_policy(env, 0), n, seed=0)
+
+
+def test_minari_round_trip_gives_the_recorded_transitions(env, tmp_path):
+    episodes, obs_space, act_space = _episodes(env)
+    assert [len(ep.rewards) for ep in episodes] == [20, 20, 10]
+    assert episodes[-1].truncations[-1] and not episodes[-1].terminations[-1]  # cut at 50
+    ds.save_minari("test/pendulum-random-v0", episodes, obs_space, act_space, tmp_path)
+    data, meta = ds.load_transitions("test/pendulum-random-v0", env, tmp_path)
+    assert len(data) == 50
+    raw = np.concatenate([ep.observations[:-1] for ep in episodes])
+    assert np.array_equal(data.obs["obs"], raw)
+    assert np.array_equal(data.next_obs["obs"][19], episodes[0].observations[20])
+    # Pendulum's actions live in [-2, 2]: stored as recorded, rescaled to [-1, 1] on load
+    actions = np.concatenate([ep.actions for ep in episodes])
+    assert np.abs(actions).max() > 1.0
+    assert np.allclose(data.action, actions / 2.0, atol=1e-6)
+    assert np.allclose(data.reward, np.concatenate([ep.rewards for ep in episodes]))
+    assert np.flatnonzero(data.truncated).tolist() == [19, 39, 49]
+    assert not data.terminated.any()
+    assert np.allclose(data.episode_returns, [np.sum(ep.rewards) for ep in episodes])
+    # the .npz format holds the same transitions
+    path = ds.save_npz(tmp_path / "p.npz", episodes, act_space)
+    same, _ = ds.load_transitions(path, env)
+    for name in ("action", "reward", "terminated", "truncated"):
+        assert np.array_equal(getattr(same, name), getattr(data, name))
+    assert np.array_equal(same.next_obs["obs"], data.next_obs["obs"])
+
+
+def test_loading_into_the_buffer_keeps_terminations_and_truncations_apart(env, tmp_path):
+    episodes, _, act_space = _episodes(env, 40)
+    episodes[0].terminations[-1], episodes[0].truncations[-1] = True, False
+    path = ds.save_npz(tmp_path / "p.npz", episodes, act_space)
+    buffer = ReplayBuffer(100, verbose=False).load_dataset(path, env, gamma=0.9)
+    assert len(buffer) == 40 and buffer.protected == 40
+    batch = buffer.gather(np.array([19, 39, 5]))
+    # terminated: no bootstrap; truncated and mid-episode: bootstrap with gamma
+    assert batch.done[:, 0].tolist() == [1.0, 0.0, 0.0]
+    assert np.allclose(batch.discount[:, 0].numpy(), 0.9)
+    assert buffer.stored_discounts().tolist() == [np.float32(0.9)]
+
+
+def _write(path, **arrays):
+    np.savez(path, **arrays)
+    return path
+
+
+def _valid_arrays(n=4, obs_dim=3):
+    return dict(
+        **{"obs/obs": np.zeros((n, obs_dim), np.float32)},
+        **{"next_obs/obs": np.zeros((n, obs_dim), np.float32)},
+        action=np.zeros((n, 1), np.float32),
+        reward=np.zeros(n),
+        terminated=np.array([False] * (n - 1) + [True]),
+        truncated=np.zeros(n, bool),
+        action_low=np.array([-2.0], np.float32),
+        action_high=np.array([2.0], np.float32),
+    )
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"terminated": None, "truncated": None, "done": np.ones(4)}, "missing keys.*'done'"),
+        ({"reward": None}, r"missing keys \['reward'\]"),
+        ({"obs/obs": np.zeros((4, 5), np.float32)}, r"obs\['obs'\] has shape \(4, 5\)"),
+        ({"obs/obs": np.zeros((4, 3), np.complex64)}, "dtype complex64"),
+        ({"next_obs/obs": np.full((4, 3), np.nan, np.float32)}, "next_obs.*NaN"),
+        ({"reward": np.array([0.0, np.inf, 0.0, 0.0])}, r"reward holds NaN or inf.*\[1\]"),
+        ({"action": np.array([[0.0], [3.0], [0.0], [0.0]], np.float32)}, "actions reach 1.5"),
+        ({"action": np.zeros((4, 2), np.float32)}, r"actions have shape \(4, 2\)"),
+        ({"action_low": None, "action_high": None}, "without 'action_low'"),
+        ({"action_low": np.array([-1.0], np.float32)}, "action space.*differs"),
+        ({"terminated": np.zeros(4, bool)}, "neither terminated nor truncated"),
+        ({"terminated": np.array([0, 0, 0, 2])}, "terminated holds values other than 0/1"),
+        ({"reward": np.zeros(3)}, r"reward has shape \(3,\)"),
+    ],
+)
+def test_each_validation_error_names_the_problem(env, tmp_path, change, message):
+    arrays = _valid_arrays()
+    for key, value in change.items():
+        if value is None:
+            arrays.pop(key)
+        else:
+            arrays[key] = value
+    path = _write(tmp_path / "bad.npz", **arrays)
+    with pytest.raises(ds.DatasetError, match=message):
+        ds.load_transitions(path, env)
+
+
+def test_valid_arrays_pass_and_missing_sources_say_how_to_build_them(env, tmp_path):
+    ds.load_transitions(_write(tmp_path / "ok.npz", **_valid_arrays()), env)
+    with pytest.raises(ds.DatasetError, match="no dataset file.*record_replay"):
+        ds.load_transitions(tmp_path / "nothing.npz", env)
+    with pytest.raises(ds.DatasetError, match="no Minari dataset 'x/y-v0'.*record_replay"):
+        ds.load_transitions("x/y-v0", env, tmp_path)
+
+
+def test_minari_dataset_of_another_env_is_rejected(env, tmp_path):
+    episodes, obs_space, _ = _episodes(env, 20)
+    ds.save_minari("test/p-v0", episodes, obs_space, spaces.Box(-1.0, 1.0, (1,)), tmp_path)
+    with pytest.raises(ds.DatasetError, match="action space.*differs"):
+        ds.load_transitions("test/p-v0", env, tmp_path)
+    with pytest.raises(ds.DatasetError, match="exists already.*overwrite"):
+        ds.save_minari("test/p-v0", episodes, obs_space, spaces.Box(-2.0, 2.0, (1,)), tmp_path)
+
+
+def _push(buffer, start, n, obs_dim=1):
+    values = np.arange(start, start + n, dtype=np.float32)
+    obs = np.repeat(values[:, None], obs_dim, axis=1)
+    return buffer.push(
+        obs={"obs": obs},
+        action=np.zeros((n, 1), np.float32),
+        reward=values,
+        next_obs={"obs": obs},
+        done=np.zeros(n),
+        discount=np.full(n, 0.99),
+    )
+
+
+def test_protected_offline_data_survive_the_ring_wrapping(tmp_path):
+    buffer = ReplayBuffer(6, verbose=False)
+    _push(buffer, 0, 3)  # the "dataset": rewards 0, 1, 2
+    buffer.protect()
+    slots = _push(buffer, 10, 5)  # online: 10..14 into a ring of 3 slots
+    assert slots.tolist() == [5, 3, 4]  # a batch longer than the ring keeps its newest
+    assert buffer.gather(np.arange(6)).reward[:, 0].tolist() == [0, 1, 2, 13, 14, 12]
+    _push(buffer, 20, 1)
+    assert buffer.gather(np.arange(6)).reward[:, 0].tolist() == [0, 1, 2, 13, 14, 20]
+    restored = ReplayBuffer(6, verbose=False).load(buffer.save(tmp_path / "b"))
+    assert restored.protected == 3
+    _push(restored, 30, 1)  # the ring continues where it was
+    assert restored.gather(np.arange(6)).reward[:, 0].tolist() == [0, 1, 2, 30, 14, 20]
+    with pytest.raises(ValueError, match="same size"):
+        ReplayBuffer(10, verbose=False).load(tmp_path / "b")
+    full = ReplayBuffer(3, verbose=False)
+    _push(full, 0, 3)
+    full.protect()
+    with pytest.raises(ValueError, match="full of protected offline data.*larger size"):
+        _push(full, 5, 1)
+    wrapped = ReplayBuffer(2, verbose=False)
+    _push(wrapped, 0, 3)
+    with pytest.raises(ValueError, match="before the ring buffer wraps"):
+        wrapped.protect()
+
+
+def test_unprotected_dataset_is_overwritten_oldest_first(env, tmp_path):
+    episodes, _, act_space = _episodes(env, 20)
+    path = ds.save_npz(tmp_path / "p.npz", episodes, act_space)
+    buffer = ReplayBuffer(20, verbose=False).load_dataset(path, env, gamma=0.99, protect=False)
+    assert buffer.protected == 0
+    _push(buffer, 100, 2, obs_dim=3)
+    assert buffer.gather(np.array([0, 1])).reward[:, 0].tolist() == [100, 101]
+    with pytest.raises(ValueError, match="do not fit.*size >= 40"):
+        buffer.load_dataset(path, env, gamma=0.99)
+
+
+def test_discrete_datasets_keep_integer_actions(tmp_path):
+    env = make_gym_env("CartPole-v1", 10)
+    episodes, obs_space, act_space = ds.record_episodes(env, ds.random_policy(env, 0), 30, seed=0)
+    path = ds.save_npz(tmp_path / "c.npz", episodes, act_space)
+    data, _ = ds.load_transitions(path, env)
+    assert data.action.dtype.kind == "i" and set(data.action.tolist()) <= {0, 1}
+    ds.save_minari("test/cartpole-v0", episodes, obs_space, act_space, tmp_path)
+    same, _ = ds.load_transitions("test/cartpole-v0", env, tmp_path)
+    assert np.array_equal(same.action, data.action)
+    arrays = dict(np.load(path))
+    arrays["action"] = np.full_like(arrays["action"], 2)
+    with pytest.raises(ds.DatasetError, match=r"indices span \[2, 2\], outside \[0, 2\)"):
+        ds.load_transitions(_write(tmp_path / "bad.npz", **arrays), env)

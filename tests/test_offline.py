@@ -1,0 +1,265 @@
+"""The behavioral cloning / offline / online phases of super_sac(): which updates run when,
+what is logged, exact resume inside a phase, the settings' validation, and the offline training
+script with bc.gin and awac.gin."""
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import super_sac
+from super_sac import Agent, ReplayBuffer, learning, nets
+from super_sac import datasets as ds
+from super_sac.loggers import NullLogger
+from super_sac.main import ConfigError, TrainConfig, Trainer
+from super_sac.wrappers import make_gym_env
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "experiments" / "offline"))
+import train_offline  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """200 random Pendulum transitions (episodes of 20 steps) as .npz."""
+    env = make_gym_env("Pendulum-v1", 20)
+    episodes, _, act_space = ds.record_episodes(env, ds.random_policy(env, 0), 200, seed=0)
+    return ds.save_npz(tmp_path_factory.mktemp("data") / "pendulum.npz", episodes, act_space)
+
+
+def _settings(**kwargs):
+    return {
+        "batch_size": 8,
+        "random_warmup_steps": 0,
+        "eval_episodes": 1,
+        "eval_interval": 1000,
+        "max_episode_steps": 20,
+        "verbosity": 0,
+        "seed": 0,
+        "init_alpha": 0.0,
+        "alpha_lr": 0.0,
+        "logging_method": "none",
+        **kwargs,
+    }
+
+
+def _parts(dataset, size=400):
+    env, test_env = make_gym_env("Pendulum-v1", 20), make_gym_env("Pendulum-v1", 20)
+    torch.manual_seed(0)
+    agent = Agent(1, nets.FlatEncoder(3), hidden_size=16)
+    buffer = ReplayBuffer(size, seed=0, verbose=False).load_dataset(dataset, env, gamma=0.99)
+    return agent, buffer, env, test_env
+
+
+def _run(dataset, **kwargs):
+    agent, buffer, env, test_env = _parts(dataset)
+    return super_sac.super_sac(
+        agent, buffer, env, test_env, **_settings(save_to_disk=False, log_to_disk=False, **kwargs)
+    )
+
+
+def test_each_phase_runs_its_own_updates(dataset, monkeypatch):
+    calls = []
+    phase = {"now": None}
+    for name in ("critic_update", "online_actor_update", "offline_actor_update"):
+        original = getattr(learning, name)
+
+        def counted(*args, _name=name, _original=original, **kw):
+            calls.append((phase["now"], _name, kw.get("adv_filter")))
+            return _original(*args, **kw)
+
+        monkeypatch.setattr(learning, name, counted)
+    run_phase = Trainer._run_phase
+
+    def tracked(self, step_fn):
+        phase["now"] = self.phase
+        return run_phase(self, step_fn)
+
+    monkeypatch.setattr(Trainer, "_run_phase", tracked)
+    summary = _run(
+        dataset,
+        bc_warmup_steps=7,
+        num_steps_offline=5,
+        num_steps_online=6,
+        random_warmup_steps=2,  # online updates start after 2 env steps: 4 online steps update
+        critic_updates_per_step=2,
+        afbc_actor_updates_per_step=3,
+        use_afbc_update_online=True,
+        afbc_filter="exp",
+    )
+
+    def count(p, n):
+        return sum(1 for c in calls if c[0] == p and c[1] == n)
+
+    assert count("bc", "offline_actor_update") == 7 and count("bc", "critic_update") == 0
+    assert {c[2] for c in calls if c[0] == "bc"} == {"none"}  # unfiltered: plain BC
+    assert count("offline", "critic_update") == 10
+    assert count("offline", "offline_actor_update") == 15
+    assert count("offline", "online_actor_update") == 0
+    assert {c[2] for c in calls if c[0] == "offline" and c[2]} == {"exp"}
+    assert count("online", "critic_update") == 8
+    assert count("online", "online_actor_update") == 4
+    assert count("online", "offline_actor_update") == 12
+    assert summary["env_steps"] == 6 and summary["critic_updates"] == 18
+    assert summary["actor_updates"] == 7 + 15 + 4 + 12
+    # each phase ends with an evaluation, labelled with its phase and step
+    assert [(e["phase"], e["phase_step"]) for e in summary["eval_history"]] == [
+        ("bc", 7),
+        ("offline", 5),
+        ("online", 6),
+    ]
+
+
+def test_the_logs_say_which_phase_runs(dataset, monkeypatch):
+    logged = []
+    monkeypatch.setattr(NullLogger, "log", lambda self, m, step: logged.append((step, m)))
+    _run(dataset, bc_warmup_steps=2, num_steps_offline=2, num_steps_online=2, log_interval=1)
+    schedules = [(s, m["schedule/phase_bc"], m["schedule/phase_offline"]) for s, m in logged if
+                 "schedule/phase_bc" in m]  # fmt: skip
+    assert schedules == [(1, 1.0, 0.0), (2, 1.0, 0.0), (3, 0.0, 1.0), (4, 0.0, 1.0)] + [
+        (5, 0.0, 0.0),
+        (6, 0.0, 0.0),
+    ]  # x-axis: BC steps, then offline steps, then (online) env steps after them
+    offline = [m for s, m in logged if m.get("schedule/phase_offline") == 1.0]
+    assert offline[0]["schedule/phase_step"] == 1.0 and "actor/afbc_loss" in offline[0]
+    assert "critic/loss" in offline[0]
+
+
+def test_targets_are_recreated_from_the_cloned_agent(dataset, monkeypatch):
+    seen = {}
+    enter = Trainer.enter_phase
+
+    def spy(self, phase):
+        enter(self, phase)
+        if phase == "offline":
+            seen["same"] = all(
+                torch.equal(a, b)
+                for a, b in zip(self.agent.actor.parameters(), self.target_agent.actor.parameters())
+            )
+            seen["trained"] = self.actor_updates
+
+    monkeypatch.setattr(Trainer, "enter_phase", spy)
+    _run(dataset, bc_warmup_steps=5, num_steps_offline=1, num_steps_online=0)
+    assert seen == {"same": True, "trained": 5}
+
+
+def _trainer(dataset, tmp_path, **kwargs):
+    agent, buffer, env, test_env = _parts(dataset)
+    cfg = TrainConfig(
+        **_settings(
+            base_save_path=str(tmp_path),
+            name="phases",
+            checkpoint_interval=3,
+            keep_checkpoints=10,
+            bc_warmup_steps=4,
+            num_steps_offline=7,
+            num_steps_online=5,
+            afbc_per=True,
+            use_afbc_update_online=True,
+            **kwargs,
+        )
+    )
+    return Trainer(agent, buffer, env, test_env, cfg)
+
+
+def test_resume_inside_the_offline_phase_continues_exactly(dataset, tmp_path, monkeypatch):
+    reference = _trainer(dataset, tmp_path / "a")
+    reference.run()
+    write = Trainer.write_checkpoint
+
+    def crash_after_offline_step_6(self):
+        write(self)
+        if self.phase == "offline" and self.step == 6:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Trainer, "write_checkpoint", crash_after_offline_step_6)
+    crashed = _trainer(dataset, tmp_path / "b")
+    with pytest.raises(KeyboardInterrupt):
+        crashed.run()
+    monkeypatch.setattr(Trainer, "write_checkpoint", write)
+    resumed = _trainer(dataset, tmp_path / "b", resume=str(crashed.run_dir))
+    resumed.open_run()
+    resumed.restore()
+    assert (resumed.phase, resumed.step) == ("offline", 6)
+    summary = resumed.run()
+    assert summary["critic_updates"] == reference.critic_updates
+    for a, b in zip(reference.agent.state_dict().values(), resumed.agent.state_dict().values()):
+        assert torch.equal(a, b)
+    index_a, index_b = reference.afbc_index.state_dict(), resumed.afbc_index.state_dict()
+    assert torch.equal(index_a["priorities"], index_b["priorities"])
+    assert not torch.all(index_a["priorities"] == 1.0)  # AFBC batches updated priorities
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"afbc_per": True, "num_steps_online": 1}, "afbc_per = True.*none run"),
+        ({"num_steps_offline": 1, "afbc_filter": "soft"}, "afbc_filter = 'soft'"),
+        ({"num_steps_offline": 1, "afbc_temperature": 0.0}, "afbc_temperature = 0.0: must be > 0"),
+        ({"use_pg_update_online": False, "num_steps_online": 1}, "no actor update would run"),
+        ({"num_steps_online": 0}, "nothing to do"),
+        ({"num_steps_offline": 1, "gamma": 0.5}, "gamma = 0.5.*discounts"),
+    ],
+)
+def test_phase_settings_are_validated(dataset, kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        _run(dataset, **kwargs)
+
+
+def test_afbc_needs_a_stochastic_actor_and_a_matching_advantage(dataset):
+    env = make_gym_env("Pendulum-v1", 20)
+    buffer = ReplayBuffer(400, verbose=False).load_dataset(dataset, env, gamma=0.99)
+    deterministic = Agent(
+        1, nets.FlatEncoder(3), actor_network_cls=nets.mlps.ContinuousDeterministicActor
+    )
+    with pytest.raises(ConfigError, match="log-likelihood.*ContinuousStochasticActor"):
+        super_sac.super_sac(deterministic, buffer, env, env, **_settings(num_steps_offline=1))
+    indirect = Agent(1, nets.FlatEncoder(3), adv_method="indirect")
+    with pytest.raises(ConfigError, match="adv_method = 'indirect'.*continuous"):
+        super_sac.super_sac(indirect, buffer, env, env, **_settings(num_steps_offline=1))
+    full = ReplayBuffer(200, verbose=False).load_dataset(dataset, env, gamma=0.99)
+    with pytest.raises(ConfigError, match="full of protected offline data"):
+        super_sac.super_sac(Agent(1, nets.FlatEncoder(3)), full, env, env, **_settings())
+
+
+@pytest.mark.parametrize(
+    "config, steps, extra",
+    [
+        ("bc.gin", ["--bc_steps", "200", "--steps", "0"], []),
+        ("awac.gin", ["--offline_steps", "200", "--steps", "100"], ["super_sac.afbc_per = True"]),
+    ],
+)
+def test_offline_script_trains_with_each_gin_file(dataset, config, steps, extra):
+    bindings = [
+        "Agent.hidden_size = 16",
+        "ReplayBuffer.size = 1000",
+        "super_sac.batch_size = 16",
+        "super_sac.eval_interval = 100",
+        "super_sac.eval_episodes = 1",
+        "super_sac.verbosity = 0",
+        "super_sac.max_episode_steps = 20",
+        *extra,
+    ]
+    argv = ["--config", config, "--dataset", str(dataset), "--seed", "0", "--threads", "1"]
+    argv += ["--logging", "none"]
+    summary = train_offline.main(
+        argv + steps + [x for b in bindings for x in ("--gin_bindings", b)]
+    )
+    phases = [e["phase"] for e in summary["eval_history"]]
+    if config == "bc.gin":
+        assert phases == ["bc", "bc"] and summary["critic_updates"] == 0
+        assert summary["env_steps"] == 0
+    else:
+        assert phases == ["offline", "offline", "online"]
+        assert summary["critic_updates"] == 300 and summary["env_steps"] == 100
+    assert np.isfinite(summary["final_eval_return"])
+    assert (Path(summary["run_dir"]) / "agent.pt").exists()
+
+
+def test_offline_script_explains_a_missing_dataset(tmp_path):
+    with pytest.raises(ds.DatasetError, match="no Minari dataset 'nope/none-v0'"):
+        train_offline.main(
+            ["--dataset", "nope/none-v0", "--datasets_path", str(tmp_path), "--logging", "none"]
+        )
