@@ -59,7 +59,11 @@ def _batch(reward, done, discount):
 
 def _stub_agent(actor, critic, stochastic):
     return SimpleNamespace(
-        encoder=lambda o: o["obs"], actor=actor, critic=critic, stochastic=stochastic
+        encoder=lambda o: o["obs"],
+        actor=actor,
+        critic=critic,
+        stochastic=stochastic,
+        discrete=False,
     )
 
 
