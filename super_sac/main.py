@@ -1113,6 +1113,10 @@ def super_sac(
     entropy tuning; TD3 a deterministic actor, a target actor, ``target_noise_std = 0.2``,
     ``exploration_update_clip = 0.5`` (TD3's c), ``actor_delay = target_delay = 2`` and
     ``actor_q_reduction = "first"``; DDPG one critic, a target actor and no target noise.
+    SAC-Discrete is a discrete Agent (``Agent.discrete = True``) with the SAC settings: targets,
+    actor and alpha losses become exact expectations over the actions, the target entropy is
+    ``target_entropy_mul * 0.98 * log|A|``, and ``use_exploration_process`` means
+    epsilon-greedy acting (epsilon = the exploration schedule's value).
 
     ``target_noise_std = None`` follows the exploration schedule's current std (the original
     library's behaviour). ``target_critic_ensemble_n`` is the size of the random critic subset

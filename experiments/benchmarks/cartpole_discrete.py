@@ -18,6 +18,8 @@ Runs are sequential in one process with one torch thread.
 from __future__ import annotations
 
 import argparse
+import json
+import tempfile
 import time
 import warnings
 from typing import Any
@@ -65,8 +67,10 @@ def run_dqn(seed: int, steps: int, eval_every: int) -> dict[str, Any]:
 
     eval_env = DummyVecEnv([lambda: Monitor(gym.make(ENV_ID))])
     eval_env.seed(seed + EVAL_SEED_OFFSET)
+    # EvalCallback keeps its evaluation history only when it has a log_path
+    log_dir = tempfile.mkdtemp(prefix="sb3_dqn_eval_")
     callback = EvalCallback(eval_env, n_eval_episodes=EVAL_EPISODES, eval_freq=eval_every,
-                            deterministic=True, verbose=0)
+                            deterministic=True, verbose=0, log_path=log_dir)
     model = DQN("MlpPolicy", gym.make(ENV_ID), seed=seed, device="cpu", verbose=0, **DQN_ZOO)
     start = time.perf_counter()
     model.learn(total_timesteps=steps, callback=callback)
@@ -113,6 +117,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 out = run_dqn(seed, args.steps, args.eval_every)
             run = {"algo": algo, "seed": seed, **out, **score(out["curve"], args.steps)}
             runs.append(run)
+            partial = bench_utils.RESULTS_DIR / f"{args.name}.partial.json"
+            partial.write_text(json.dumps(runs, indent=2) + "\n")  # nothing lost on a crash
             print(f"{algo} seed {seed}: first >= {TARGET:.0f} at {run['first_step_at_target']}, "
                   f"best {run['best_return']:.1f}, final {run['final_return']:.1f} "
                   f"({run['wall_seconds']:.0f} s)", flush=True)
@@ -145,6 +151,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "runs": runs,
     }
     bench_utils.write_results(args.name, header + table, payload)
+    (bench_utils.RESULTS_DIR / f"{args.name}.partial.json").unlink(missing_ok=True)
     return payload
 
 

@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"random policy: {random['mean_return']:.3f} over {args.random_episodes} episodes",
           flush=True)
     ours = run_ours(args.seed, args.steps, args.eval_every, args.gin_bindings)
-    ratio = ours["final_return"] / random["mean_return"]
+    ratio = ours["final_return"] / random["mean_return"] if random["mean_return"] else np.inf
     table = bench_utils.markdown_table(
         ["policy", "return at the end", "best evaluation", "ratio to random"],
         [["SAC-Discrete (basic_online.gin)", f"{ours['final_return']:.2f}",
