@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from super_sac import learning_utils as lu
 from super_sac.nets import Encoder
 from super_sac.nets.mlps import ContinuousCritic, ContinuousStochasticActor
 
@@ -50,9 +51,13 @@ class Agent(nn.Module):
     :param critic_network_cls: critic ensemble class, built as
         ``cls(state_space_size, act_space_size, num_critics, hidden_size)``.
     :param discrete: discrete actions (SAC-Discrete; not implemented yet).
-    :param ensemble_size: SUNRISE ensemble size (only 1 is implemented yet).
+    :param ensemble_size: SUNRISE ensemble size E (Lee et al. 2021): E actors, each with its own
+        ``num_critics`` critics and entropy coefficient, held in one actor module and one critic
+        module with a leading member dimension (critics ``e*N .. e*N + N - 1`` belong to member
+        ``e``). The encoder is shared.
     :param num_critics: critics per ensemble member (2 = clipped double-Q, 10 = REDQ).
-    :param ucb_bonus: SUNRISE UCB exploration bonus (not implemented yet; keep 0).
+    :param ucb_bonus: SUNRISE's UCB exploration weight: exploration picks, per state, the
+        member proposal maximising ``mean(Q) + ucb_bonus * std(Q)``; 0 picks a random member.
     :param hidden_size: hidden width passed to the actor and critic classes.
     :param auto_rescale_targets: PopArt-normalised critic outputs (set ``pop=True`` in the loop
         to also preserve outputs when the statistics move).
@@ -104,9 +109,23 @@ class Agent(nn.Module):
                     "set Agent.beta_dist = False."
                 )
             actor_kwargs["beta_dist"] = True
+        if ensemble_size > 1:
+            if not _accepts(actor_network_cls, "ensemble_size"):
+                raise ValueError(
+                    f"Agent.ensemble_size = {ensemble_size} (SUNRISE), but "
+                    f"{actor_network_cls.__name__} cannot hold an actor ensemble. Fix: use "
+                    "super_sac.nets.mlps.ContinuousStochasticActor, or set "
+                    "Agent.ensemble_size = 1."
+                )
+            actor_kwargs["ensemble_size"] = ensemble_size
         self.encoder = encoder
         self.actor = actor_network_cls(state_size, act_space_size, **actor_kwargs)
-        critic_kwargs: dict[str, Any] = {"num_critics": num_critics, "hidden_size": hidden_size}
+        # every member's critics live in one ensemble module, member e owning critics
+        # e*N .. e*N + N - 1
+        critic_kwargs: dict[str, Any] = {
+            "num_critics": num_critics * ensemble_size,
+            "hidden_size": hidden_size,
+        }
         if auto_rescale_targets:
             if not _accepts(critic_network_cls, "popart"):
                 raise ValueError(
@@ -125,6 +144,12 @@ class Agent(nn.Module):
         self.ucb_bonus = float(ucb_bonus)
         self.beta_dist = bool(beta_dist)
         self.auto_rescale_targets = bool(auto_rescale_targets)
+        if self.ensemble_size > 1 and not self.stochastic:
+            raise ValueError(
+                f"Agent.ensemble_size = {ensemble_size} (SUNRISE) needs a stochastic actor, got "
+                f"{actor_network_cls.__name__}. Fix: use "
+                "super_sac.nets.mlps.ContinuousStochasticActor, or set Agent.ensemble_size = 1."
+            )
 
     @staticmethod
     def _check_settings(
@@ -154,17 +179,10 @@ class Agent(nn.Module):
                 "SAC-Discrete (DiscreteActor/DiscreteCritic)",
                 "Use a continuous (Box) action space for now.",
             )
-        if ensemble_size > 1:
-            raise _not_yet(
-                f"Agent.ensemble_size = {ensemble_size}",
-                "SUNRISE ensembles",
-                "Set Agent.ensemble_size = 1.",
-            )
-        if ucb_bonus != 0.0:
-            raise _not_yet(
-                f"Agent.ucb_bonus = {ucb_bonus}",
-                "SUNRISE UCB exploration",
-                "Set Agent.ucb_bonus = 0.0.",
+        if ucb_bonus < 0.0:
+            raise ValueError(
+                f"Agent.ucb_bonus must be >= 0 (it weighs the critics' disagreement as a bonus), "
+                f"got {ucb_bonus}"
             )
 
     # ------------------------------------------------------------------ properties
@@ -214,20 +232,65 @@ class Agent(nn.Module):
     @torch.no_grad()
     def sample_action(self, obs: ObsDict, batched: bool = False) -> Any:
         """An exploration action: a policy sample (stochastic actors) or the mean (deterministic
-        actors, which explore with the loop's noise process).
+        actors, which explore with the loop's noise process). An ensemble (SUNRISE) samples from
+        one randomly chosen member per state, or with ``ucb_bonus > 0`` from the member whose
+        proposal has the highest upper confidence bound (see :meth:`explore_ensemble`).
 
         :param obs: an observation dict of numpy arrays or tensors.
         :param batched: the arrays already carry a leading batch dimension (parallel envs).
         """
         state, from_numpy = self._to_tensors(obs, batched)
         rep = self.encoder(state)
-        action = self.actor(rep).sample() if self.stochastic else self.actor(rep)
+        if self.ensemble_size > 1:
+            action = self.explore_ensemble(rep)
+        else:
+            action = self.actor(rep).sample() if self.stochastic else self.actor(rep)
         return self._to_output(action, batched, from_numpy)
 
+    def explore_ensemble(self, state_rep: torch.Tensor) -> torch.Tensor:
+        """Exploration actions ``(B, A)`` of an actor ensemble (Lee et al. 2021, eq. 6).
+
+        Every member proposes a sample for every state. With ``ucb_bonus = 0`` each state takes
+        the proposal of a uniformly drawn member; otherwise the proposal maximising
+        ``mean(Q) + ucb_bonus * std(Q)`` over all ``ensemble_size * num_critics`` critics.
+        """
+        proposals = self.actor(state_rep).sample()  # (E, B, A)
+        num_members, batch = proposals.shape[:2]
+        if self.ucb_bonus > 0.0:
+            q = self.critic_values_of_candidates(state_rep, proposals)
+            choice = lu.ucb_choice(q, self.ucb_bonus)
+        else:
+            choice = torch.randint(num_members, (batch,), device=proposals.device)
+        return proposals[choice, torch.arange(batch, device=proposals.device)]
+
+    def critic_values_of_candidates(
+        self, state_rep: torch.Tensor, candidates: torch.Tensor
+    ) -> torch.Tensor:
+        """Every critic's value of every candidate action: ``candidates`` ``(C, B, A)`` for
+        states ``(B, D)`` give ``(K, C, B)``, ``K`` the critics of all members."""
+        num_candidates, batch = candidates.shape[:2]
+        reps = state_rep.repeat(num_candidates, 1)  # (C*B, D), candidate-major
+        q = self.critic(reps, candidates.reshape(num_candidates * batch, -1))
+        return q.reshape(q.shape[0], num_candidates, batch)
+
     def mean_action(self, state_rep: torch.Tensor) -> torch.Tensor:
-        """Deterministic action for encoded states ``(B, embedding_dim)``."""
+        """Deterministic action for encoded states ``(B, embedding_dim)``; an ensemble acts
+        with the mean of its members' mean actions."""
         out = self.actor(state_rep)
-        return out.mean if self.stochastic else out
+        action = out.mean if self.stochastic else out
+        return action.mean(dim=0) if self.ensemble_size > 1 else action
+
+    def compile_networks(self, **compile_kwargs: Any) -> None:
+        """Apply :func:`torch.compile` in place to the encoder's, actor's and critic's networks
+        (their ``net`` attribute where they have one, so that the distributions they return stay
+        plain Python). Parameter names, ``state_dict`` and checkpoints are unchanged.
+
+        :param compile_kwargs: passed to :meth:`torch.nn.Module.compile` (``mode=...``).
+        """
+        for module in (self.encoder, self.actor, self.critic):
+            net = getattr(module, "net", module)
+            if isinstance(net, nn.Module) and any(True for _ in net.parameters()):
+                net.compile(**compile_kwargs)
 
     # ------------------------------------------------------------------ persistence
     def _signature(self) -> dict[str, Any]:

@@ -35,11 +35,34 @@ def random_subset_min(
     (shared by the whole batch, as in Chen et al. 2021, Algorithm 1). With ``subset_size >= N``
     this is the plain minimum and draws no random numbers.
     """
-    num_critics = q.shape[0]
+    idx = random_subset(q.shape[0], subset_size, q.device, generator)
+    return (q if idx is None else q.index_select(0, idx)).amin(dim=0)
+
+
+def random_subset(
+    num_critics: int,
+    subset_size: int,
+    device: torch.device | str = "cpu",
+    generator: torch.Generator | None = None,
+) -> torch.Tensor | None:
+    """Indices of a fresh random subset of ``subset_size`` of ``num_critics`` critics, or
+    ``None`` (every critic) when ``subset_size >= num_critics``. Passed as ``members`` to a
+    critic ensemble, only the chosen critics are evaluated (REDQ, Chen et al. 2021)."""
     if subset_size >= num_critics:
-        return q.amin(dim=0)
+        return None
     idx = torch.randperm(num_critics, generator=generator, device="cpu")[:subset_size]
-    return q.index_select(0, idx.to(q.device)).amin(dim=0)
+    return idx.to(device)
+
+
+def member_subset(
+    num_members: int, num_critics: int, subset: torch.Tensor | None
+) -> torch.Tensor | None:
+    """The same per-member critic ``subset`` inside each of ``num_members`` ensemble members
+    whose critics are stored consecutively (member ``e`` owns critics ``e*N .. e*N + N - 1``)."""
+    if subset is None:
+        return None
+    offsets = torch.arange(num_members, device=subset.device) * num_critics
+    return (offsets[:, None] + subset[None, :]).reshape(-1)
 
 
 def td_target(
@@ -82,15 +105,70 @@ def critic_loss(
     """``sum_i 0.5 * mean_b w_b (Q_i(s_b, a_b) - y_b)^2`` over the N critics in ``q`` ``(N, B, 1)``.
 
     Each critic regresses on the same target (Haarnoja et al. 2018, eq. 5); ``weights`` are the
-    importance-sampling weights of prioritized replay (all ones for uniform replay). ``target`` is
-    ``(B, 1)``, or ``(N, B, 1)`` when each critic has its own (PopArt-normalised) target.
+    importance-sampling weights of prioritized replay (all ones for uniform replay), ``(B, 1)``,
+    or ``(N, B, 1)`` per critic (SUNRISE's backup weights and bootstrap masks). ``target`` is
+    ``(B, 1)``, or ``(N, B, 1)`` when each critic has its own target (PopArt-normalised, or
+    an ensemble member's).
     """
     if target.dim() == 2:  # one target for every critic
         target = target.unsqueeze(0)
     sq_err = (q - target).pow(2)
     if weights is not None:
-        sq_err = sq_err * weights.unsqueeze(0)
+        sq_err = sq_err * (weights.unsqueeze(0) if weights.dim() == 2 else weights)
     return 0.5 * sq_err.mean(dim=(1, 2)).sum()
+
+
+BACKUP_WEIGHT_TYPES = ("sunrise", "softmax")
+
+
+def backup_weights(q_std: torch.Tensor, temperature: float, weight_type: str) -> torch.Tensor:
+    """Weights of SUNRISE's weighted Bellman backup from the ensemble's target-Q spread.
+
+    ``q_std`` ``(B, 1)`` is the standard deviation of the target critics' values at ``(s', a')``.
+    ``"sunrise"``: ``w = sigmoid(-std * T) + 0.5``, in ``(0.5, 1]`` (Lee et al. 2021, eq. 5);
+    ``"softmax"``: ``w = B * softmax_b(-std_b * T)``: the batch's weights sum to ``B`` (mean 1)
+    and move towards the most certain targets as ``T`` grows. No gradient flows through them.
+    """
+    scaled = -q_std.detach() * temperature
+    if weight_type == "sunrise":
+        return torch.sigmoid(scaled) + 0.5
+    if weight_type == "softmax":
+        return torch.softmax(scaled, dim=0) * scaled.shape[0]
+    raise ValueError(f"unknown weight_type {weight_type!r}; choose one of {BACKUP_WEIGHT_TYPES}")
+
+
+_HASH_MUL = (0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D)
+
+
+def bootstrap_masks(
+    idxs: torch.Tensor, num_members: int, prob: float, seed: int = 0
+) -> torch.Tensor:
+    """SUNRISE's bootstrap masks ``m_{e,i} ~ Bernoulli(prob)``, fixed per stored transition.
+
+    Each replay slot ``i`` and member ``e`` get a pseudo-random number from an integer hash of
+    ``(seed, e, i)``; the mask is that number ``< prob``. Masks are therefore the same every time
+    a slot is sampled (as if drawn once when the transition was stored) without storing them.
+    :return: float masks ``(num_members, B, 1)``.
+    """
+    i = idxs.to(torch.int64).reshape(1, -1)
+    e = torch.arange(num_members, device=idxs.device, dtype=torch.int64).reshape(-1, 1)
+    h = (i * _HASH_MUL[0] + e * _HASH_MUL[1] + seed * _HASH_MUL[2]) & 0xFFFFFFFF
+    h = ((h ^ (h >> 15)) * 0x2C1B3C6D) & 0xFFFFFFFF
+    h = ((h ^ (h >> 12)) * 0x297A2D39) & 0xFFFFFFFF
+    h = h ^ (h >> 15)
+    uniform = h.to(torch.float64) / 2**32
+    return (uniform < prob).to(torch.float32).unsqueeze(-1)
+
+
+def ucb_choice(q: torch.Tensor, bonus: float) -> torch.Tensor:
+    """SUNRISE's optimistic action choice among candidate actions.
+
+    ``q`` ``(K, C, B)`` holds the values of ``C`` candidate actions (one per actor) for ``B``
+    states under ``K`` critics; the score is ``mean_K Q + bonus * std_K Q`` (population std)
+    and the result is the index of the best candidate for each state, ``(B,)``.
+    """
+    score = q.mean(dim=0) + bonus * q.std(dim=0, correction=0)
+    return score.argmax(dim=0)
 
 
 def sac_actor_loss(q: torch.Tensor, log_prob: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:

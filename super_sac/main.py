@@ -37,6 +37,7 @@ from super_sac.utils import (
     atomic_write_text,
     flush_denormals,
     make_run_dir,
+    matmul_precision,
     set_seed,
 )
 from super_sac.validation import ConfigError, validate_config  # noqa: E402,F401
@@ -109,6 +110,9 @@ class Trainer:
         self.base_seed = cfg.seed if cfg.seed is not None else int(np.random.randint(2**31 - 1))
         self.np_rng = np.random.default_rng(self.base_seed)
         self.target_agent = learning.make_target_agent(agent)
+        if cfg.compile:
+            for networks in (agent, self.target_agent):
+                networks.compile_networks()
         self._build_optimizers()
         self.noise = lu.GaussianExplorationNoise(
             cfg.exploration_param_init, cfg.exploration_param_final, cfg.exploration_param_anneal
@@ -160,8 +164,10 @@ class Trainer:
             )
         )
         init_log_alpha = math.log(cfg.init_alpha) if cfg.init_alpha > 0 else -math.inf
-        self.log_alpha = torch.tensor(
-            init_log_alpha, device=self.device, requires_grad=cfg.alpha_lr > 0
+        # one entropy coefficient per SUNRISE member (a scalar for a single agent)
+        shape = (agent.ensemble_size,) if agent.ensemble_size > 1 else ()
+        self.log_alpha = torch.full(
+            shape, init_log_alpha, device=self.device, requires_grad=cfg.alpha_lr > 0
         )
         self.alpha_optimizer = (
             learning.build_optimizer(learning.ParamGroup([self.log_alpha], cfg.alpha_lr))
@@ -317,35 +323,74 @@ class Trainer:
     def _sample(self):
         return self.buffer.sample(self.cfg.batch_size, device=self.device)
 
+    def _critic_step(self, batch, alpha: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One critic update on ``batch``: a single agent's, or every SUNRISE member's."""
+        cfg, agent = self.cfg, self.agent
+        if agent.ensemble_size > 1:
+            return learning.ensemble_critic_update(
+                agent,
+                self.target_agent,
+                batch,
+                self.critic_optimizer,
+                alpha=alpha,
+                target_critic_ensemble_n=cfg.target_critic_ensemble_n,
+                weighted_bellman_temp=cfg.weighted_bellman_temp or None,
+                weight_type=cfg.weight_type,
+                masks=self._bootstrap_masks(batch),
+            )
+        target_noise_std = self.noise.std if cfg.target_noise_std is None else cfg.target_noise_std
+        return learning.critic_update(
+            agent,
+            self.target_agent,
+            batch,
+            self.critic_optimizer,
+            alpha=alpha,
+            target_critic_ensemble_n=cfg.target_critic_ensemble_n,
+            use_target_actor=cfg.use_target_actor,
+            target_noise_std=target_noise_std,
+            target_noise_clip=cfg.exploration_update_clip,
+            pop=cfg.pop,
+        )
+
+    def _actor_step(self, batch, alpha: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One policy-gradient actor update: a single agent's, or every SUNRISE member's."""
+        cfg, agent = self.cfg, self.agent
+        if agent.ensemble_size > 1:
+            return learning.ensemble_actor_update(
+                agent,
+                batch,
+                self.actor_optimizer,
+                alpha=alpha,
+                actor_q_reduction=cfg.actor_q_reduction,
+                masks=self._bootstrap_masks(batch),
+            )
+        return learning.online_actor_update(
+            agent, batch, self.actor_optimizer, alpha=alpha, actor_q_reduction=cfg.actor_q_reduction
+        )
+
+    def _bootstrap_masks(self, batch) -> torch.Tensor | None:
+        if self.cfg.bootstrap_mask_prob >= 1.0:
+            return None
+        idxs = torch.as_tensor(batch.idxs, device=self.device)
+        return lu.bootstrap_masks(
+            idxs, self.agent.ensemble_size, self.cfg.bootstrap_mask_prob, self.base_seed
+        )
+
     def update(self, phase: str = "online") -> None:
         """One step's updates: critics (and target critics), then the actor and alpha.
 
         Online, the actor takes policy-gradient updates (``use_pg_update_online``) and/or AFBC
         updates (``use_afbc_update_online``); in the offline phase only AFBC updates.
         """
-        cfg, agent = self.cfg, self.agent
+        cfg = self.cfg
         use_pg = cfg.use_pg_update_online and phase == "online"
         use_afbc = phase == "offline" or cfg.use_afbc_update_online
         logs: dict[str, torch.Tensor] = {}
         alpha = self.alpha
-        target_noise_std = self.noise.std if cfg.target_noise_std is None else cfg.target_noise_std
         batch = None
         for _ in range(cfg.critic_updates_per_step):
             batch = self._sample()
-            logs.update(
-                learning.critic_update(
-                    agent,
-                    self.target_agent,
-                    batch,
-                    self.critic_optimizer,
-                    alpha=alpha,
-                    target_critic_ensemble_n=cfg.target_critic_ensemble_n,
-                    use_target_actor=cfg.use_target_actor,
-                    target_noise_std=target_noise_std,
-                    target_noise_clip=cfg.exploration_update_clip,
-                    pop=cfg.pop,
-                )
-            )
+            logs.update(self._critic_step(batch, alpha))
             self._track_finite(logs["critic/loss"])
             if self.buffer.prioritized:
                 self.buffer.update_priorities(batch.idxs, logs["critic/abs_td_error"])
@@ -357,15 +402,7 @@ class Trainer:
             for i in range(cfg.pg_actor_updates_per_step):
                 if not (cfg.reuse_replay_dicts and i == 0 and batch is not None):
                     batch = self._sample()
-                logs.update(
-                    learning.online_actor_update(
-                        agent,
-                        batch,
-                        self.actor_optimizer,
-                        alpha=alpha,
-                        actor_q_reduction=cfg.actor_q_reduction,
-                    )
-                )
+                logs.update(self._actor_step(batch, alpha))
                 self._track_finite(logs["actor/loss"])
                 if self.alpha_optimizer is not None:
                     logs.update(
@@ -437,7 +474,7 @@ class Trainer:
     # ------------------------------------------------------------------ fault checks
     def _track_finite(self, loss: torch.Tensor) -> None:
         # a device-side flag: no host sync here; it is read by ``check_finite``
-        self._losses_finite = self._losses_finite & torch.isfinite(loss)
+        self._losses_finite = self._losses_finite & torch.isfinite(loss).all()
 
     def check_finite(self, params: bool = False) -> None:
         """Stop with :class:`NonFiniteError` if a loss (or, with ``params``, a weight) is NaN/inf.
@@ -480,7 +517,7 @@ class Trainer:
                 "step": self.step,
                 "env_steps": self.env_steps,
                 "metrics": values,
-                "alpha": float(self.alpha),
+                "alpha": self.alpha.tolist(),
             },
         )
         return folder
@@ -517,7 +554,7 @@ class Trainer:
                 "schedule/critic_updates": float(self.critic_updates),
                 "schedule/actor_updates": float(self.actor_updates),
                 "schedule/exploration_std": self.noise.std,
-                "schedule/alpha": float(self.alpha),
+                "schedule/alpha": float(self.alpha.mean()),
                 "schedule/buffer_size": float(len(self.buffer)),
                 "perf/env_steps_per_s": (self.env_steps - self._session_start[0])
                 / max(elapsed, 1e-9),
@@ -760,6 +797,13 @@ class Trainer:
             f"({cfg.exploration_param_init}->{cfg.exploration_param_final})",
             f"  run directory: {self.run_dir or 'none (nothing saved)'}; logs: {self.logger.where}",
         ]
+        if agent.ensemble_size > 1:
+            lines.insert(
+                2,
+                f"  SUNRISE ensemble of {agent.ensemble_size} (ucb_bonus {agent.ucb_bonus}, "
+                f"weighted backups T={cfg.weighted_bellman_temp} {cfg.weight_type}, bootstrap "
+                f"p={cfg.bootstrap_mask_prob})",
+            )
         if cfg.resume:
             lines.append(
                 f"  resumed from {self.last_checkpoint} at {self.phase} step {self.step}"
@@ -862,6 +906,10 @@ class Trainer:
 
     def run(self) -> dict[str, Any]:
         """Open (or resume) the run, train through the phases, save, and summarise."""
+        with matmul_precision(self.cfg.matmul_precision):
+            return self._run()
+
+    def _run(self) -> dict[str, Any]:
         self.open_run()
         if self.cfg.resume:
             self.restore()
@@ -988,6 +1036,7 @@ def super_sac(
     actor_q_reduction: str = "min",
     weighted_bellman_temp: float | None = None,
     weight_type: str = "sunrise",
+    bootstrap_mask_prob: float = 1.0,
     afbc_per: bool = False,
     afbc_filter: str = "binary",
     afbc_temperature: float = 1.0,
@@ -1016,6 +1065,8 @@ def super_sac(
     keep_checkpoints: int = 2,
     resume: bool | str = False,
     run_info: dict[str, Any] | None = None,
+    compile: bool = False,
+    matmul_precision: str = "highest",
 ) -> dict[str, Any]:
     """Train ``agent`` off-policy; every argument after the four objects is a gin setting.
 
@@ -1056,6 +1107,12 @@ def super_sac(
     ``resume="<run_dir>"`` continues from the newest intact checkpoint. ``run_info`` is stored
     in ``hparams.json`` (the training scripts keep their command line there). Returns the run
     summary (also written to ``summary.json``).
+
+    ``compile = True`` applies ``torch.compile`` to the networks of the agent and its target
+    copy (:meth:`Agent.compile_networks`). It costs minutes of compilation at the first updates;
+    on the CPU it measured slower than eager mode (see experiments/benchmarks/README.md), so it
+    is off by default and meant for GPUs. ``matmul_precision`` trades float32 exactness of the
+    matrix products for speed during the run (see :func:`super_sac.utils.matmul_precision`).
     """
     settings = dict(locals())
     cfg = TrainConfig(**{f.name: settings[f.name] for f in dataclasses.fields(TrainConfig)})

@@ -46,9 +46,15 @@ class PopArt(nn.Module):
         """``sqrt(nu - mu^2)``, at least ``min_scale``; shape ``(members, 1, 1)``."""
         return (self.nu - self.mu.pow(2)).clamp_min(self.min_scale**2).sqrt()
 
-    def unnormalize(self, normalized: torch.Tensor) -> torch.Tensor:
-        """``sigma * n + mu`` for member-major outputs ``(members, B, 1)``."""
-        return self.sigma * normalized + self.mu
+    def unnormalize(
+        self, normalized: torch.Tensor, members: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``sigma * n + mu`` for member-major outputs ``(members, B, 1)`` (of the listed
+        ``members`` only, when given)."""
+        sigma, mu = self.sigma, self.mu
+        if members is not None:
+            sigma, mu = sigma.index_select(0, members), mu.index_select(0, members)
+        return sigma * normalized + mu
 
     def normalize(self, values: torch.Tensor) -> torch.Tensor:
         """``(y - mu) / sigma``; ``values`` ``(B, 1)`` broadcast to ``(members, B, 1)``."""

@@ -1,10 +1,12 @@
-"""Small helpers: seeding, devices, run directories, atomic writes."""
+"""Small helpers: seeding, devices, matmul precision, run directories, atomic writes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,3 +75,26 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 def atomic_write_json(path: str | os.PathLike, data: Any) -> None:
     """Write ``data`` as indented JSON, atomically."""
     atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+MATMUL_PRECISIONS = ("highest", "high", "medium")
+
+
+@contextlib.contextmanager
+def matmul_precision(precision: str) -> Iterator[None]:
+    """Run a block with :func:`torch.set_float32_matmul_precision` set to ``precision`` and
+    restore the previous setting afterwards (it is process-wide).
+
+    ``"highest"``: exact float32 products. ``"high"``: TF32 on NVIDIA GPUs (Ampere and
+    newer). ``"medium"``: bfloat16 inputs with float32 accumulation, on GPUs and on CPUs with
+    AMX or AVX512-BF16 (oneDNN), about 3x faster 256x256 products on this project's Xeon.
+    Reduced precision changes the numbers a run produces; "highest" is the default.
+    """
+    if precision not in MATMUL_PRECISIONS:
+        raise ValueError(f"matmul_precision must be one of {MATMUL_PRECISIONS}, got {precision!r}")
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(precision)
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous)

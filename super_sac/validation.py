@@ -15,6 +15,7 @@ from super_sac import learning_utils as lu
 from super_sac.agent import Agent
 from super_sac.loggers import LOGGING_METHODS, resolve_wandb_target
 from super_sac.replay import ReplayBuffer
+from super_sac.utils import MATMUL_PRECISIONS
 from super_sac.wrappers import has_finite_bounds
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ _NOT_YET = {
     "inverse_markov_coeff": (0.0, "Markov state abstraction losses"),
     "contrastive_markov_coeff": (0.0, "Markov state abstraction losses"),
     "smoothness_markov_coeff": (0.0, "Markov state abstraction losses"),
-    "weighted_bellman_temp": (None, "SUNRISE weighted Bellman backups"),
     "augmenter": (None, "data augmentation"),
     "encoder_lambda": (0.0, "augmentation-invariance regularisation"),
     "actor_lambda": (0.0, "augmentation-invariance regularisation"),
@@ -56,7 +56,7 @@ def validate_config(
         )
     for key, (default, feature) in _NOT_YET.items():
         value = getattr(cfg, key)
-        if value != default and not (key == "weighted_bellman_temp" and value == 0):
+        if value != default:
             raise NotImplementedError(
                 f"super_sac.{key} = {value!r} needs {feature}, which this version of super_sac "
                 f"does not implement yet. Fix: leave super_sac.{key} at {default!r}."
@@ -102,6 +102,13 @@ def validate_config(
             f"exceeds Agent.num_critics = {agent.num_critics}",
             "set target_critic_ensemble_n <= Agent.num_critics (2 of 2 for SAC/TD3, "
             "2 of 10 for REDQ)",
+        )
+    _validate_ensemble(cfg, agent)
+    if cfg.matmul_precision not in MATMUL_PRECISIONS:
+        raise _err(
+            f"matmul_precision = {cfg.matmul_precision!r}",
+            "unknown float32 matmul precision",
+            f"choose one of {MATMUL_PRECISIONS} (torch.set_float32_matmul_precision)",
         )
     if cfg.pop and getattr(agent.critic, "popart", None) is None:
         raise _err(
@@ -196,6 +203,12 @@ def _validate_phases(cfg: TrainConfig, agent: Agent, buffer: ReplayBuffer) -> No
     for key in ("afbc_temperature", "afbc_max_weight"):
         if not getattr(cfg, key) > 0:
             raise _err(f"{key} = {getattr(cfg, key)}", "must be > 0", "use e.g. 1.0 and 20.0")
+    if (uses_afbc or cfg.bc_warmup_steps > 0) and agent.ensemble_size > 1:
+        raise NotImplementedError(
+            "behavioral cloning and AFBC updates (bc_warmup_steps, num_steps_offline, "
+            "use_afbc_update_online) are not implemented for SUNRISE ensembles "
+            f"(Agent.ensemble_size = {agent.ensemble_size}). Fix: use Agent.ensemble_size = 1."
+        )
     wanted = ("indirect",) if agent.discrete else ("mean", "max")
     if uses_afbc and cfg.afbc_filter != "none" and agent.adv_method not in wanted:
         raise ConfigError(
@@ -220,6 +233,46 @@ def _validate_phases(cfg: TrainConfig, agent: Agent, buffer: ReplayBuffer) -> No
                 f"not gamma**k for k in 1..n_step",
                 "load the dataset with the run's gamma (load_dataset(..., gamma=super_sac.gamma))",
             )
+
+
+def _validate_ensemble(cfg: TrainConfig, agent: Agent) -> None:
+    """SUNRISE settings: backup weights and bootstrap masks."""
+    if cfg.weight_type not in lu.BACKUP_WEIGHT_TYPES:
+        raise _err(
+            f"weight_type = {cfg.weight_type!r}",
+            "unknown weighted Bellman backup",
+            f"choose one of {lu.BACKUP_WEIGHT_TYPES}",
+        )
+    if cfg.weighted_bellman_temp is not None and cfg.weighted_bellman_temp < 0:
+        raise _err(
+            f"weighted_bellman_temp = {cfg.weighted_bellman_temp}",
+            "the temperature must be >= 0",
+            "use e.g. 20 (SUNRISE), or None to skip weighted backups",
+        )
+    if not 0.0 < cfg.bootstrap_mask_prob <= 1.0:
+        raise _err(
+            f"bootstrap_mask_prob = {cfg.bootstrap_mask_prob}",
+            "the probability that a member trains on a transition must lie in (0, 1]",
+            "use 1.0 (every member sees every sample) or e.g. 0.5",
+        )
+    if agent.ensemble_size == 1:
+        unused = [
+            f"{key} = {getattr(cfg, key)!r}"
+            for key, default in (("weighted_bellman_temp", None), ("bootstrap_mask_prob", 1.0))
+            if getattr(cfg, key) not in (default, 0)
+        ]
+        if unused:
+            raise _err(
+                ", ".join(unused),
+                "these SUNRISE settings need an ensemble, but Agent.ensemble_size = 1",
+                "set Agent.ensemble_size > 1 (sunrise.gin uses 5), or remove them",
+            )
+    elif cfg.use_target_actor:
+        raise _err(
+            "use_target_actor = True",
+            "SUNRISE ensembles are SAC agents, which have no target actor",
+            "set use_target_actor = False",
+        )
 
 
 def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym.Env) -> None:

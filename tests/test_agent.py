@@ -80,8 +80,6 @@ def test_load_refuses_pickled_objects(tmp_path):
     "kwargs, words",
     [
         ({"discrete": True}, "SAC-Discrete"),
-        ({"ensemble_size": 3}, "SUNRISE"),
-        ({"ucb_bonus": 1.0}, "UCB"),
     ],
 )
 def test_unimplemented_features_raise_clear_errors(kwargs, words):
@@ -92,6 +90,10 @@ def test_unimplemented_features_raise_clear_errors(kwargs, words):
 def test_bad_settings():
     with pytest.raises(ValueError, match="num_critics"):
         _agent(num_critics=0)
+    with pytest.raises(ValueError, match="ucb_bonus must be >= 0"):
+        _agent(ucb_bonus=-1.0)
+    with pytest.raises(ValueError, match="cannot hold an actor ensemble"):
+        _agent(ensemble_size=3, actor_network_cls=ContinuousDeterministicActor)
     with pytest.raises(ValueError, match="adv_method"):
         _agent(adv_method="median")
     with pytest.raises(TypeError, match="Encoder"):
@@ -106,3 +108,21 @@ def test_beta_policy_agent_acts_in_bounds_and_is_recorded():
     assert agent._signature()["beta_dist"] is True
     with pytest.raises(ValueError, match="no Beta distribution"):
         _agent(beta_dist=True, actor_network_cls=ContinuousDeterministicActor)
+
+
+def test_compile_networks_keeps_parameter_names_and_outputs():
+    agent = _agent()
+    keys = list(agent.state_dict())
+    agent.compile_networks()
+    assert list(agent.state_dict()) == keys
+    assert agent.actor.net._compiled_call_impl is not None
+    assert agent.critic.net._compiled_call_impl is not None
+
+
+@pytest.mark.slow
+def test_compiled_networks_compute_the_same_values():
+    agent = _agent()
+    rep = torch.randn(8, 3)
+    eager = agent.critic(rep, torch.zeros(8, 2))
+    agent.compile_networks()
+    assert torch.allclose(agent.critic(rep, torch.zeros(8, 2)), eager, atol=1e-5)

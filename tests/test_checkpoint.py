@@ -290,7 +290,13 @@ def test_warnings_module_is_quiet_for_a_clean_resume(tmp_path):
     assert summary["env_steps"] == 40 and resumed.critic_updates == 20
 
 
-def _parallel_trainer(tmp_path, steps, resume=False):
+SUNRISE = {
+    "agent": {"ensemble_size": 3, "ucb_bonus": 1.0},
+    "loop": {"weighted_bellman_temp": 20.0, "bootstrap_mask_prob": 0.5},
+}
+
+
+def _parallel_trainer(tmp_path, steps, resume=False, agent_kwargs=None, loop_kwargs=None):
     import gymnasium as gym
 
     venv = gym.vector.SyncVectorEnv(
@@ -298,8 +304,9 @@ def _parallel_trainer(tmp_path, steps, resume=False):
         autoreset_mode=gym.vector.AutoresetMode.DISABLED,
     )
     torch.manual_seed(0)
-    agent = Agent(1, nets.FlatEncoder(3), hidden_size=16)
+    agent = Agent(1, nets.FlatEncoder(3), hidden_size=16, **(agent_kwargs or {}))
     cfg = TrainConfig(
+        **(loop_kwargs or {}),
         random_warmup_steps=20,
         batch_size=16,
         verbosity=0,
@@ -317,15 +324,23 @@ def _parallel_trainer(tmp_path, steps, resume=False):
     return Trainer(agent, ReplayBuffer(1000, verbose=False), venv, make_gym_env("Pendulum-v1"), cfg)
 
 
-def test_parallel_envs_with_nstep_resume_exactly(tmp_path):
-    full = _parallel_trainer(tmp_path / "a", 40)
+@pytest.mark.parametrize("algo", ["sac", "sunrise"])
+def test_parallel_envs_with_nstep_resume_exactly(tmp_path, algo):
+    kw = (
+        {"agent_kwargs": SUNRISE["agent"], "loop_kwargs": SUNRISE["loop"]}
+        if algo == "sunrise"
+        else {}
+    )
+    full = _parallel_trainer(tmp_path / "a", 40, **kw)
     full.run()
-    part = _parallel_trainer(tmp_path / "b", 25)  # checkpoint at 25 mid-episode, n-step pending
+    # checkpoint at 25 mid-episode, n-step pending
+    part = _parallel_trainer(tmp_path / "b", 25, **kw)
     part.run()
-    resumed = _parallel_trainer(tmp_path / "b", 40, resume=True)
+    resumed = _parallel_trainer(tmp_path / "b", 40, resume=True, **kw)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         resumed.run()
     assert resumed.env_steps == full.env_steps == 80
     for (k, a), b in zip(full.agent.state_dict().items(), resumed.agent.state_dict().values()):
         assert torch.equal(a, b), k
+    assert torch.equal(full.log_alpha, resumed.log_alpha)

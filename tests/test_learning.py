@@ -57,9 +57,13 @@ def _batch(reward, done, discount):
     )
 
 
-def _stub_agent(actor, critic, stochastic):
+def _stub_agent(actor, critic, stochastic, num_critics=2):
     return SimpleNamespace(
-        encoder=lambda o: o["obs"], actor=actor, critic=critic, stochastic=stochastic
+        encoder=lambda o: o["obs"],
+        actor=actor,
+        critic=critic,
+        stochastic=stochastic,
+        num_critics=num_critics,
     )
 
 
@@ -283,3 +287,26 @@ def test_alpha_update_gradient_equals_autograd_of_the_loss():
     logs = learning.alpha_update(log_alpha, opt, log_prob_mean, -2.0)
     assert torch.equal(opt.seen, expected)
     assert logs["alpha/loss"].item() == pytest.approx(-0.3 * -2.7)
+
+
+def test_redq_target_is_the_min_over_the_drawn_subset_of_target_critics():
+    agent = _agent(num_critics=10)
+    target = learning.make_target_agent(agent)
+    with torch.no_grad():  # give each target critic a distinct offset: Q'_i = net_i + 10 i
+        target.critic.output_layer.bias.copy_(torch.arange(10.0).view(10, 1, 1) * 10.0)
+    batch = _real_batch()
+    alpha = torch.tensor(0.3)
+    torch.manual_seed(11)
+    y = learning.compute_td_target(agent, target, batch, alpha=alpha, target_critic_ensemble_n=2)
+    # the same draws by hand: the policy sample, then the subset of 2 out of 10
+    torch.manual_seed(11)
+    with torch.no_grad():
+        rep = batch.next_obs["obs"]
+        action, log_prob = agent.actor(rep).rsample_with_log_prob()
+        subset = torch.randperm(10)[:2]
+        all_q = target.critic(rep, action)  # (10, B, 1): every critic, evaluated in full
+        expected = batch.reward + 0.99 * (all_q[subset].amin(0) - alpha * log_prob)
+    assert torch.allclose(y, expected, atol=1e-5)
+    # and it is not the min over all ten (critic 0 would win then)
+    if 0 not in subset.tolist():
+        assert not torch.allclose(y, batch.reward + 0.99 * (all_q.amin(0) - alpha * log_prob))

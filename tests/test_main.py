@@ -54,7 +54,7 @@ def _train(config, steps=300, extra=(), argv=()):
     )
 
 
-@pytest.mark.parametrize("config", ["sac.gin", "td3.gin", "ddpg.gin", "redq.gin"])
+@pytest.mark.parametrize("config", ["sac.gin", "td3.gin", "ddpg.gin", "redq.gin", "sunrise.gin"])
 def test_each_gin_file_trains_and_writes_its_run_directory(config):
     summary = _train(config)
     run_dir = Path(summary["run_dir"])
@@ -106,6 +106,12 @@ def test_algorithms_differ_as_their_papers_say():
     assert gin.query_parameter("super_sac.target_critic_ensemble_n") == 2
     assert gin.query_parameter("super_sac.critic_updates_per_step") == 20
     assert gin.query_parameter("super_sac.actor_q_reduction") == "mean"
+    gin.clear_config()
+    parse_gin(["sunrise.gin"], search_dirs=[ROOT / "experiments" / "gym"])
+    assert gin.query_parameter("Agent.ensemble_size") == 5
+    assert gin.query_parameter("Agent.ucb_bonus") == 1.0
+    assert gin.query_parameter("super_sac.weighted_bellman_temp") == 20.0
+    assert gin.query_parameter("super_sac.weight_type") == "sunrise"
     gin.clear_config()
     parse_gin(["ddpg.gin"], search_dirs=[ROOT / "experiments" / "gym"])
     assert gin.query_parameter("Agent.num_critics") == 1
@@ -376,3 +382,31 @@ def test_norm_action_space_rescales_to_env_bounds():
 def test_zero_eval_episodes_skips_evaluation():
     summary = _run(eval_episodes=0, num_steps_online=3)
     assert summary["eval_history"] == [] and np.isnan(summary["final_eval_return"])
+
+
+def test_matmul_precision_applies_during_the_run_and_is_restored():
+    seen = {}
+
+    class Spy(Trainer):
+        def update(self):
+            seen["precision"] = torch.get_float32_matmul_precision()
+            super().update()
+
+    before = torch.get_float32_matmul_precision()
+    env = make_gym_env("Pendulum-v1")
+    agent = Agent(1, nets.FlatEncoder(3), hidden_size=16)
+    cfg = TrainConfig(
+        num_steps_online=3,
+        random_warmup_steps=1,
+        batch_size=2,
+        eval_episodes=0,
+        verbosity=0,
+        save_to_disk=False,
+        log_to_disk=False,
+        matmul_precision="medium",
+    )
+    Spy(agent, ReplayBuffer(100, verbose=False), env, make_gym_env("Pendulum-v1"), cfg).run()
+    assert seen["precision"] == "medium"
+    assert torch.get_float32_matmul_precision() == before
+    with pytest.raises(ConfigError, match="matmul_precision = 'low'"):
+        _run(matmul_precision="low")

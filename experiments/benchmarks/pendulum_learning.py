@@ -1,19 +1,28 @@
-"""Benchmark (a): learning on Pendulum-v1, our SAC/TD3/DDPG against stable-baselines3 SAC/TD3.
+"""Learning on Pendulum-v1: our SAC/TD3/DDPG/REDQ/SUNRISE against stable-baselines3 SAC/TD3.
 
 Every run trains for ``--steps`` env steps (default 10,000 = 50 episodes) and is scored by the
 mean return of 10 deterministic evaluation episodes on a separate env after training. Ours
-runs through ``experiments/gym/train_gym.py`` with its gin files (sac.gin, td3.gin, ddpg.gin),
+runs through ``experiments/gym/train_gym.py`` with its gin files (sac.gin, td3.gin, ddpg.gin,
+redq.gin, sunrise.gin),
 nothing written to disk and ``eval_interval`` larger than the run, so the loop evaluates exactly
 once, at the end (``final_eval_return`` of the summary). SB3 is scored with
 ``evaluate_policy(model, env, n_eval_episodes=10, deterministic=True)``.
 
-Settings shared by all five algorithms: hidden layers 256x256, batch 256, one learning rate for
-every optimizer (actor, critics, and SAC's entropy coefficient), gamma 0.99, tau 0.005, replay of
-1,000,000 transitions, 1,000 uniformly random warm-up steps before the first update (SB3:
-``learning_starts=1000``), then one gradient step per env step. TD3 on both sides uses the
+Settings shared by all algorithms: hidden layers 256x256 (``--hidden``), batch 256, one learning
+rate for every optimizer (actor, critics, and SAC's entropy coefficient), gamma 0.99, tau 0.005,
+replay of 1,000,000 transitions, 1,000 uniformly random warm-up steps before the first update
+(SB3: ``learning_starts=1000``), then one gradient step per env step. TD3 on both sides uses the
 paper's settings: policy delay 2, target noise 0.2 clipped to 0.5, Gaussian exploration noise
 of std 0.1 in the normalised action space (SB3: ``NormalActionNoise``). SAC on both sides tunes
-alpha from 1.0 towards an entropy of -|A|.
+alpha from 1.0 towards an entropy of -|A|. REDQ (N = 10, M = 2, G = 20 critic updates per env
+step) and SUNRISE (5 members, T = 20, UCB lambda = 1) keep their gin files' settings except the
+warm-up: redq.gin's 5,000 random steps would leave no learning at all in a 5,000-step run, so
+every algorithm gets the same 1,000.
+
+Issue 4's comparison (REDQ and SUNRISE against SAC at equal env steps):
+
+    python experiments/benchmarks/pendulum_learning.py --algos ours_sac,ours_redq,ours_sunrise \
+        --steps 5000 --name pendulum_ensembles
 
 Learning rate: the default is 3e-4 for everyone. 3e-4 was tried first, with seed 0
 of our SAC and SB3's SAC at 10,000 steps; both solved Pendulum (final returns -123.2 and -97.9,
@@ -44,7 +53,10 @@ import bench_utils
 import numpy as np
 
 ENV_ID = "Pendulum-v1"
-ALGOS: tuple[str, ...] = ("ours_sac", "ours_td3", "ours_ddpg", "sb3_sac", "sb3_td3")
+ALGOS: tuple[str, ...] = (
+    "ours_sac", "ours_td3", "ours_ddpg", "ours_redq", "ours_sunrise", "sb3_sac", "sb3_td3"
+)
+DEFAULT_ALGOS = ("ours_sac", "ours_td3", "ours_ddpg", "sb3_sac", "sb3_td3")
 DEFAULT_LR = 3e-4
 HIDDEN = 256
 BATCH_SIZE = 256
@@ -59,7 +71,14 @@ TD3_TARGET_NOISE = 0.2
 TD3_TARGET_NOISE_CLIP = 0.5
 EXPLORATION_STD = 0.1
 
-OUR_CONFIGS = {"ours_sac": "sac.gin", "ours_td3": "td3.gin", "ours_ddpg": "ddpg.gin"}
+OUR_CONFIGS = {
+    "ours_sac": "sac.gin",
+    "ours_td3": "td3.gin",
+    "ours_ddpg": "ddpg.gin",
+    "ours_redq": "redq.gin",
+    "ours_sunrise": "sunrise.gin",
+}
+STOCHASTIC = ("ours_sac", "ours_redq", "ours_sunrise")
 
 
 @dataclass(frozen=True)
@@ -70,6 +89,7 @@ class Job:
     seed: int
     steps: int
     lr: float
+    hidden: int = HIDDEN
 
 
 def _init_worker() -> None:
@@ -82,7 +102,7 @@ def _init_worker() -> None:
 
 def _run_ours(job: Job) -> dict[str, Any]:
     bindings = [
-        f"Agent.hidden_size = {HIDDEN}",
+        f"Agent.hidden_size = {job.hidden}",
         f"ReplayBuffer.size = {BUFFER_SIZE}",
         f"super_sac.batch_size = {BATCH_SIZE}",
         f"super_sac.gamma = {GAMMA}",
@@ -90,7 +110,7 @@ def _run_ours(job: Job) -> dict[str, Any]:
         f"super_sac.random_warmup_steps = {WARMUP_STEPS}",
         f"super_sac.eval_episodes = {EVAL_EPISODES}",
         f"super_sac.eval_interval = {job.steps + 1}",
-        *bench_utils.lr_bindings(job.lr, with_alpha=job.algo == "ours_sac"),
+        *bench_utils.lr_bindings(job.lr, with_alpha=job.algo in STOCHASTIC),
     ]
     summary = bench_utils.run_ours(OUR_CONFIGS[job.algo], ENV_ID, job.seed, job.steps, bindings,
                                    threads=1)
@@ -120,7 +140,7 @@ def _run_sb3(job: Job) -> dict[str, Any]:
         "gamma": GAMMA,
         "train_freq": 1,
         "gradient_steps": 1,
-        "policy_kwargs": {"net_arch": [HIDDEN, HIDDEN]},
+        "policy_kwargs": {"net_arch": [job.hidden, job.hidden]},
         "seed": job.seed,
         "device": "cpu",
         "verbose": 0,
@@ -193,7 +213,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=10_000, help="env steps per run")
     p.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
-    p.add_argument("--algos", default=",".join(ALGOS), help=f"comma-separated, from {ALGOS}")
+    p.add_argument("--algos", default=",".join(DEFAULT_ALGOS),
+                   help=f"comma-separated, from {ALGOS}")
+    p.add_argument("--hidden", type=int, default=HIDDEN, help="hidden width for everyone")
     p.add_argument("--lr", type=float, default=DEFAULT_LR, help="learning rate for everyone")
     p.add_argument("--workers", type=int, default=2, help="pool processes")
     p.add_argument("--name", default="pendulum_learning",
@@ -211,7 +233,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    jobs = [Job(a, s, args.steps, args.lr) for s in args.seeds for a in args.algos]
+    jobs = [Job(a, s, args.steps, args.lr, args.hidden) for s in args.seeds for a in args.algos]
     print(f"{len(jobs)} runs of {args.steps} steps on {ENV_ID}, lr {args.lr:g}, "
           f"{args.workers} workers", flush=True)
     # Workers inherit this; it keeps BLAS/OpenMP from oversubscribing the cores before torch's
@@ -232,16 +254,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     header = (
         f"# Pendulum-v1 learning benchmark\n\n"
         f"{args.steps} env steps per run, lr {args.lr:g} for every optimizer, hidden "
-        f"{HIDDEN}x{HIDDEN}, batch {BATCH_SIZE}, gamma {GAMMA}, tau {TAU}, {WARMUP_STEPS} random "
-        f"warm-up steps. Score: mean return of {EVAL_EPISODES} deterministic evaluation "
-        f"episodes after training; mean and std (ddof=0) over seeds. {args.workers} worker "
-        f"processes with one torch thread each; total wall time {total / 60:.1f} min.\n\n"
+        f"{args.hidden}x{args.hidden}, batch {BATCH_SIZE}, gamma {GAMMA}, tau {TAU}, "
+        f"{WARMUP_STEPS} random warm-up steps. Score: mean return of {EVAL_EPISODES} "
+        f"deterministic evaluation episodes after training; mean and std (ddof=0) over seeds. "
+        f"{args.workers} worker processes with one torch thread each; total wall time "
+        f"{total / 60:.1f} min.\n\n"
     )
     payload = {
         "benchmark": "pendulum_learning",
         "env": ENV_ID,
         "settings": {
-            "steps": args.steps, "seeds": args.seeds, "lr": args.lr, "hidden": HIDDEN,
+            "steps": args.steps, "seeds": args.seeds, "lr": args.lr, "hidden": args.hidden,
             "batch_size": BATCH_SIZE, "gamma": GAMMA, "tau": TAU, "buffer_size": BUFFER_SIZE,
             "warmup_steps": WARMUP_STEPS, "eval_episodes": EVAL_EPISODES,
             "td3": {"policy_delay": TD3_POLICY_DELAY, "target_noise": TD3_TARGET_NOISE,

@@ -41,9 +41,12 @@ BATCH_SIZE = 256
 LR = 3e-4
 
 
-def ours_steps_per_s(steps: int, warmup: int, seed: int, threads: int) -> dict[str, float]:
+def ours_steps_per_s(
+    steps: int, warmup: int, seed: int, threads: int, precision: str = "highest"
+) -> dict[str, float]:
     """Throughput of our SAC over ``steps`` update steps (see the module docstring)."""
     bindings = [
+        f"super_sac.matmul_precision = {precision!r}",
         f"Agent.hidden_size = {HIDDEN}",
         f"super_sac.batch_size = {BATCH_SIZE}",
         f"super_sac.random_warmup_steps = {warmup}",
@@ -69,10 +72,14 @@ def ours_steps_per_s(steps: int, warmup: int, seed: int, threads: int) -> dict[s
     }
 
 
-def sb3_steps_per_s(steps: int, warmup: int, seed: int) -> dict[str, float]:
+def sb3_steps_per_s(
+    steps: int, warmup: int, seed: int, precision: str = "highest"
+) -> dict[str, float]:
     """Throughput of SB3's SAC over ``steps`` update steps (see the module docstring)."""
     import gymnasium as gym
     from stable_baselines3 import SAC
+
+    from super_sac.utils import matmul_precision
 
     model = SAC(
         "MlpPolicy", gym.make(ENV_ID), learning_rate=LR, learning_starts=warmup,
@@ -81,9 +88,10 @@ def sb3_steps_per_s(steps: int, warmup: int, seed: int) -> dict[str, float]:
     )
     model.learn(total_timesteps=warmup)
     updates_before = model._n_updates
-    start = time.perf_counter()
-    model.learn(total_timesteps=steps, reset_num_timesteps=False)
-    wall = time.perf_counter() - start
+    with matmul_precision(precision):
+        start = time.perf_counter()
+        model.learn(total_timesteps=steps, reset_num_timesteps=False)
+        wall = time.perf_counter() - start
     updates = model._n_updates - updates_before
     if updates_before != 0 or updates != steps:
         raise RuntimeError(f"expected 0 and {steps} SB3 updates, got {updates_before}, {updates}")
@@ -99,6 +107,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=3, help="rounds of ours + SB3")
     p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--precision", default="highest", choices=["highest", "high", "medium"],
+                   help="our float32 matmul precision (super_sac.matmul_precision); 'medium' "
+                   "uses bfloat16 products on AMX/AVX512-BF16 CPUs")
+    p.add_argument("--sb3_precision", default="highest", choices=["highest", "high", "medium"],
+                   help="the same process-wide torch setting while SB3 trains")
     p.add_argument("--name", default="throughput",
                    help="basename of the result files in experiments/benchmarks/results/")
     args = p.parse_args(argv)
@@ -120,10 +133,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for side in order:
             if side == "ours":
                 result["ours"] = ours_steps_per_s(args.steps, args.warmup, args.seed,
-                                                  args.threads)
+                                                  args.threads, args.precision)
             else:
                 torch.set_num_threads(args.threads)
-                result["sb3"] = sb3_steps_per_s(args.steps, args.warmup, args.seed)
+                result["sb3"] = sb3_steps_per_s(args.steps, args.warmup, args.seed,
+                                                args.sb3_precision)
         result["ratio"] = result["ours"]["steps_per_s"] / result["sb3"]["steps_per_s"]
         rounds.append(result)
         print(f"round {r}: ours {result['ours']['steps_per_s']:.1f} steps/s, "
@@ -150,13 +164,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"Env steps per second with one gradient update per env step, measured over {args.steps} "
         f"steps after {args.warmup} random warm-up steps; hidden {HIDDEN}x{HIDDEN}, batch "
         f"{BATCH_SIZE}, {args.threads} torch threads, CPU, {args.repeats} alternating rounds "
-        "in one process. See throughput.py for how each side is timed.\n\n"
+        f"in one process; float32 matmul precision: ours {args.precision!r}, SB3 "
+        f"{args.sb3_precision!r}. See throughput.py for how each side is timed.\n\n"
     )
     payload = {
         "benchmark": "throughput",
         "env": ENV_ID,
         "settings": {"steps": args.steps, "warmup": args.warmup, "repeats": args.repeats,
                      "threads": args.threads, "seed": args.seed, "hidden": HIDDEN,
+                     "precision": args.precision, "sb3_precision": args.sb3_precision,
                      "batch_size": BATCH_SIZE, "lr": LR},
         "versions": bench_utils.versions(),
         "ours_median_steps_per_s": ours_med,

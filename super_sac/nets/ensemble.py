@@ -40,20 +40,29 @@ class EnsembleLinear(nn.Module):
         nn.init.uniform_(self.weight, -bound, bound)
         nn.init.uniform_(self.bias, -bound, bound)
 
-    def forward(self, x: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
-        """Apply every member.
+    def forward(
+        self,
+        x: torch.Tensor,
+        detach_params: bool = False,
+        members: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Apply every member, or only the members listed in ``members``.
 
-        :param x: ``(B, in)`` (shared input) or ``(M, B, in)`` (one input per member).
+        :param x: ``(B, in)`` (shared input) or ``(K, B, in)`` (one input per evaluated member).
         :param detach_params: use detached weights, so no gradient reaches this layer's
             parameters (the actor update uses this to differentiate through the critics
             without computing gradients for them).
-        :return: ``(M, B, out)``.
+        :param members: indices of the ``K`` members to evaluate (REDQ's target subset); the
+            others cost nothing. ``None`` evaluates all ``M``.
+        :return: ``(K, B, out)`` (``K = M`` without ``members``).
         """
         weight, bias = self.weight, self.bias
         if detach_params:
             weight, bias = weight.detach(), bias.detach()
+        if members is not None:
+            weight, bias = weight.index_select(0, members), bias.index_select(0, members)
         if x.dim() == 2:
-            x = x.unsqueeze(0).expand(self.num_members, -1, -1)
+            x = x.unsqueeze(0).expand(weight.shape[0], -1, -1)
         return torch.baddbmm(bias, x, weight)
 
     def extra_repr(self) -> str:
@@ -88,11 +97,18 @@ class EnsembleMLP(nn.Module):
         self.activation = activation
         self.num_members = num_members
 
-    def forward(self, x: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
-        """:param x: ``(B, in)`` or ``(M, B, in)``. :return: ``(M, B, out)``."""
+    def forward(
+        self,
+        x: torch.Tensor,
+        detach_params: bool = False,
+        members: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """:param x: ``(B, in)`` or ``(K, B, in)``. :param members: optional indices of the
+        ``K`` members to evaluate (see :meth:`EnsembleLinear.forward`).
+        :return: ``(K, B, out)``."""
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
-            x = layer(x, detach_params=detach_params)
+            x = layer(x, detach_params=detach_params, members=members)
             if i < last:
                 x = self.activation(x)
         return x

@@ -45,6 +45,9 @@ class ContinuousStochasticActor(nn.Module):
     :param log_std_high: upper bound of the log standard deviation (Gaussian only).
     :param hidden_size: hidden width.
     :param beta_dist: use the Beta distribution instead of the tanh-Gaussian.
+    :param ensemble_size: number of independent policies held in this module (SUNRISE's actor
+        ensemble, Lee et al. 2021). With more than one, the distribution has a leading member
+        dimension, ``(ensemble_size, B, A)``, and all members run in one batched call.
     """
 
     stochastic = True
@@ -57,20 +60,29 @@ class ContinuousStochasticActor(nn.Module):
         log_std_high: float = 2.0,
         hidden_size: int = 256,
         beta_dist: bool = False,
+        ensemble_size: int = 1,
     ) -> None:
         super().__init__()
         if not log_std_low < log_std_high:
             raise ValueError(
                 f"log_std_low ({log_std_low}) must be below log_std_high ({log_std_high})"
             )
-        self.net = mlp(state_space_size, 2 * act_space_size, hidden_size)
+        if ensemble_size < 1:
+            raise ValueError(f"ensemble_size must be >= 1, got {ensemble_size}")
+        self.ensemble_size = int(ensemble_size)
+        self.net: nn.Module = (
+            mlp(state_space_size, 2 * act_space_size, hidden_size)
+            if ensemble_size == 1
+            else EnsembleMLP(ensemble_size, state_space_size, 2 * act_space_size, hidden_size)
+        )
         self.log_std_low = float(log_std_low)
         self.log_std_high = float(log_std_high)
         self.beta_dist = bool(beta_dist)
         self.apply(weight_init)
 
     def forward(self, state: torch.Tensor) -> SquashedNormal | ScaledBeta:
-        """:param state: ``(B, state_space_size)``. :return: the action distribution."""
+        """:param state: ``(B, state_space_size)``. :return: the action distribution, batch
+        shape ``(B, A)``, or ``(ensemble_size, B, A)`` for an actor ensemble."""
         first, second = self.net(state).chunk(2, dim=-1)
         if self.beta_dist:
             return ScaledBeta(1.0 + F.softplus(first), 1.0 + F.softplus(second))
@@ -140,17 +152,26 @@ class ContinuousCritic(nn.Module):
         action: torch.Tensor,
         detach_params: bool = False,
         normalized: bool = False,
+        members: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Evaluate every critic.
+        """Evaluate every critic (or the critics listed in ``members``).
 
         :param state: ``(B, state_space_size)``.
-        :param action: ``(B, act_space_size)``.
+        :param action: ``(B, act_space_size)`` shared by every critic, or ``(G, B, A)``: one
+            action batch per *group* of consecutive critics (SUNRISE: each member's critics
+            judge that member's actions), ``G`` dividing the number of evaluated critics.
         :param detach_params: block gradients to the critic's own parameters (they still flow to
             ``state`` and ``action``); the actor update uses this.
         :param normalized: return PopArt's normalised outputs instead of values.
-        :return: ``(num_critics, B, 1)``.
+        :param members: indices of the critics to evaluate (REDQ's target subset), or ``None``.
+        :return: ``(K, B, 1)``, ``K`` = ``num_critics`` or ``len(members)``.
         """
-        out = self.net(torch.cat((state, action), dim=-1), detach_params=detach_params)
+        k = self.num_critics if members is None else members.shape[0]
+        if action.dim() == 3:
+            action = action.repeat_interleave(k // action.shape[0], dim=0)
+            state = state.unsqueeze(0).expand(k, -1, -1)
+        x = torch.cat((state, action), dim=-1)
+        out = self.net(x, detach_params=detach_params, members=members)
         if self.popart is not None and not normalized:
-            out = self.popart.unnormalize(out)
+            out = self.popart.unnormalize(out, members)
         return out
