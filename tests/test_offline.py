@@ -219,6 +219,9 @@ def test_afbc_needs_a_stochastic_actor_and_a_matching_advantage(dataset):
     indirect = Agent(1, nets.FlatEncoder(3), adv_method="indirect")
     with pytest.raises(ConfigError, match="adv_method = 'indirect'.*continuous"):
         super_sac.super_sac(indirect, buffer, env, env, **_settings(num_steps_offline=1))
+    ensemble = Agent(1, nets.FlatEncoder(3), ensemble_size=2)
+    with pytest.raises(ConfigError, match="SUNRISE ensembles do not support it yet"):
+        super_sac.super_sac(ensemble, buffer, env, env, **_settings(num_steps_offline=1))
     full = ReplayBuffer(200, verbose=False).load_dataset(dataset, env, gamma=0.99)
     with pytest.raises(ConfigError, match="full of protected offline data"):
         super_sac.super_sac(Agent(1, nets.FlatEncoder(3)), full, env, env, **_settings())

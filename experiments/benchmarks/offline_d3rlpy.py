@@ -68,6 +68,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seeds", default="0,1,2")
     p.add_argument("--algos", default=",".join(RUNS))
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument(
+        "--d3rlpy_batch",
+        type=int,
+        default=BATCH,
+        help="d3rlpy's batch size (default: ours, 256; d3rlpy's AWAC default is 1024)",
+    )
     p.add_argument("--name", default="offline_d3rlpy", help="basename of the result files")
     return p.parse_args(argv)
 
@@ -147,7 +153,7 @@ def evaluate_policy(predict: Any, env_id: str, episodes: int, seed: int) -> floa
 
 
 def run_d3rlpy(args: argparse.Namespace, algo: str, seed: int) -> dict[str, Any]:
-    """d3rlpy's BC or AWAC on our dataset, ``--steps`` gradient steps of batch 256."""
+    """d3rlpy's BC or AWAC on our dataset, ``--steps`` gradient steps of ``--d3rlpy_batch``."""
     import d3rlpy
 
     d3rlpy.seed(seed)
@@ -157,9 +163,9 @@ def run_d3rlpy(args: argparse.Namespace, algo: str, seed: int) -> dict[str, Any]
     )
     env.close()
     config = (
-        d3rlpy.algos.BCConfig(batch_size=BATCH)
+        d3rlpy.algos.BCConfig(batch_size=args.d3rlpy_batch)
         if algo == "d3rlpy_bc"
-        else d3rlpy.algos.AWACConfig(batch_size=BATCH)
+        else d3rlpy.algos.AWACConfig(batch_size=args.d3rlpy_batch)
     )
     model = config.create(device="cpu:0")
     curve = []
@@ -226,7 +232,8 @@ def markdown(args: argparse.Namespace, table: dict[str, Any], refs: dict[str, fl
         [
             f"# Offline RL on locally built {args.env} datasets: super_sac vs d3rlpy",
             "",
-            f"{args.steps} gradient steps per run (batch {BATCH}), seeds {args.seeds}, "
+            f"{args.steps} gradient steps per run (batch {BATCH}; d3rlpy {args.d3rlpy_batch}), "
+            f"seeds {args.seeds}, "
             f"{args.eval_episodes} evaluation episodes; our AWAC then fine-tunes online for "
             f"{args.online_steps} env steps. D4RL normalized scores with random return "
             f"{refs['random_return']:.1f} and expert return {refs['expert_return']:.1f}.",
