@@ -342,3 +342,10 @@ def test_discrete_buffer_stores_int64_scalar_actions():
     batch = buffer.sample(4)
     assert batch.action.dtype == torch.int64 and batch.action.shape == (4,)
     assert isinstance(env.action_space, gym.spaces.Discrete)
+
+
+def test_awac_discrete_gin_runs_on_cartpole():
+    summary = _cartpole(steps=200, config="awac_discrete.gin",
+                        extra=["super_sac.save_to_disk = False"])  # fmt: skip
+    assert summary["env_steps"] == 200 and summary["critic_updates"] == 100
+    assert summary["actor_updates"] == 100 and np.isfinite(summary["final_eval_return"])

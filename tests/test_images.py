@@ -283,3 +283,28 @@ def test_atari_script_runs_basic_online_gin():
     # 60 steps x 4 transitions; updates start after the 50 warm-up transitions (step 13)
     assert summary["env_steps"] == 240 and summary["critic_updates"] == 48
     assert np.isfinite(summary["final_eval_return"])
+
+
+@pytest.mark.parametrize(
+    "config, steps, phase",
+    [
+        ("basic_offline.gin", ["--offline_steps", "60"], "offline"),
+        ("behavioral_cloning.gin", ["--bc_steps", "60"], "bc"),
+    ],
+)
+def test_minatar_script_learns_offline_from_a_recorded_dataset(tmp_path, config, steps, phase):
+    from super_sac import datasets
+
+    env = make_minatar_env("breakout", max_episode_steps=100)
+    episodes, _, act_space = datasets.record_episodes(env, datasets.random_policy(env, 0), 300)
+    path = datasets.save_npz(tmp_path / "breakout-random.npz", episodes, act_space)
+    train_minatar = _script("minatar", "train_minatar")
+    bindings = [*TINY, "MinAtarEncoder.emb_dim = 8", "super_sac.num_steps_online = 0",
+                "super_sac.eval_interval = 60"]  # fmt: skip
+    argv = ["--game", "breakout", "--config", config, "--dataset", str(path), "--seed", "0",
+            "--max_episode_steps", "100", *steps]  # fmt: skip
+    summary = train_minatar.main(argv + [x for b in bindings for x in ("--gin_bindings", b)])
+    assert summary["env_steps"] == 0
+    assert [e["phase"] for e in summary["eval_history"]] == [phase]
+    assert summary["critic_updates"] == (60 if phase == "offline" else 0)
+    assert np.isfinite(summary["final_eval_return"])

@@ -13,6 +13,7 @@ A bare ``--config`` name resolves next to this script.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gin
 import gymnasium as gym
 import torch
 from gymnasium.vector import AutoresetMode
@@ -74,6 +76,61 @@ def add_common_args(p: argparse.ArgumentParser, default_config: str) -> None:
         default=[],
         help='extra gin bindings, e.g. "super_sac.batch_size = 512" (repeatable)',
     )
+
+
+def add_dataset_args(p: argparse.ArgumentParser, required: bool) -> None:
+    """Options of the scripts that can learn from a recorded dataset (offline, MinAtar)."""
+    p.add_argument(
+        "--dataset",
+        required=required,
+        default=None,
+        help="Minari dataset id or .npz path (see experiments/offline/record_replay.py)",
+    )
+    p.add_argument(
+        "--datasets_path",
+        default=None,
+        help="local Minari datasets folder (default: $MINARI_DATASETS_PATH)",
+    )
+    p.add_argument("--offline_steps", type=int, default=None, help="super_sac.num_steps_offline")
+    p.add_argument("--bc_steps", type=int, default=None, help="super_sac.bc_warmup_steps")
+    p.add_argument(
+        "--no_protect",
+        action="store_true",
+        help="let online transitions overwrite the dataset once the buffer is full",
+    )
+
+
+def loop_setting(name: str) -> Any:
+    """The value gin binds for ``super_sac.<name>`` (or the function's default)."""
+    try:
+        return gin.query_parameter(f"super_sac.{name}")
+    except ValueError:
+        return inspect.signature(super_sac.super_sac).parameters[name].default
+
+
+def dataset_loader(
+    args: argparse.Namespace,
+) -> Callable[[super_sac.ReplayBuffer, gym.Env], None] | None:
+    """Apply ``--offline_steps``/``--bc_steps`` to the bindings and return the function that
+    loads ``--dataset`` into the replay buffer (protected from online overwrites unless
+    ``--no_protect``), or ``None`` without a dataset."""
+    for flag, setting in (("offline_steps", "num_steps_offline"), ("bc_steps", "bc_warmup_steps")):
+        if getattr(args, flag) is not None:
+            args.gin_bindings.append(f"super_sac.{setting} = {getattr(args, flag)}")
+    if args.dataset is None:
+        return None
+
+    def load(buffer: super_sac.ReplayBuffer, env: gym.Env) -> None:
+        buffer.load_dataset(
+            args.dataset,
+            env,
+            gamma=loop_setting("gamma"),
+            datasets_path=args.datasets_path,
+            protect=not args.no_protect,
+        )
+        print(f"loaded {len(buffer)} transitions from {args.dataset}", flush=True)
+
+    return load
 
 
 def make_envs(env_id: str, parallel_envs: int, max_episode_steps: int | None) -> tuple[Any, Any]:

@@ -2,6 +2,11 @@
 
     python experiments/minatar/train_minatar.py --game breakout --config basic_online.gin
     python experiments/minatar/train_minatar.py --game space_invaders --seed 1 --steps 500000
+    # offline: CRR-style filtered BC or plain BC on a recorded dataset (.npz or a Minari id)
+    python experiments/minatar/train_minatar.py --game breakout --config basic_offline.gin \
+        --dataset offline_data/npz/breakout-random.npz
+    python experiments/minatar/train_minatar.py --game breakout \
+        --config behavioral_cloning.gin --dataset offline_data/npz/breakout-expert.npz
 
 Games: asterix, breakout, freeway, seaquest, space_invaders. Observations are
 ``{"obs": (C, 10, 10) uint8}`` grids read by ``super_sac.nets.cnns.MinAtarEncoder`` (its width is a
@@ -34,6 +39,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--game", default="breakout", choices=GAMES, help="MinAtar game")
     train_gym.add_common_args(p, default_config="basic_online.gin")
+    train_gym.add_dataset_args(p, required=False)
     p.set_defaults(max_episode_steps=10_000)
     return p.parse_args(argv)
 
@@ -57,13 +63,16 @@ def build_agent(test_env: gym.Env, device: torch.device) -> super_sac.Agent:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
     return train_gym.run(
-        parse_args(argv),
+        args,
         make_envs,
         build_agent,
         script="experiments/minatar/train_minatar.py",
         task_key="game",
         search_dirs=[HERE],
+        prepare_buffer=train_gym.dataset_loader(args),
+        extra_saved_args=("dataset", "datasets_path"),
     )
 
 

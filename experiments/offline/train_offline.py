@@ -16,13 +16,10 @@ then in experiments/gym/.
 from __future__ import annotations
 
 import argparse
-import inspect
 import os
 import sys
 from pathlib import Path
 from typing import Any
-
-import gin
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "gym"))
@@ -36,50 +33,14 @@ from super_sac.datasets import DatasetError  # noqa: E402
 def build_parser() -> argparse.ArgumentParser:
     p = train_gym.build_parser(__doc__)
     p.set_defaults(config="awac.gin")
-    p.add_argument(
-        "--dataset", required=True, help="Minari dataset id or .npz path (see record_replay.py)"
-    )
-    p.add_argument(
-        "--datasets_path",
-        default=None,
-        help="local Minari datasets folder (default: $MINARI_DATASETS_PATH)",
-    )
-    p.add_argument("--offline_steps", type=int, default=None, help="super_sac.num_steps_offline")
-    p.add_argument("--bc_steps", type=int, default=None, help="super_sac.bc_warmup_steps")
-    p.add_argument(
-        "--no_protect",
-        action="store_true",
-        help="let online transitions overwrite the dataset once the buffer is full",
-    )
+    train_gym.add_dataset_args(p, required=True)
     return p
-
-
-def loop_setting(name: str) -> Any:
-    """The value gin binds for ``super_sac.<name>`` (or the function's default)."""
-    try:
-        return gin.query_parameter(f"super_sac.{name}")
-    except ValueError:
-        return inspect.signature(super_sac.super_sac).parameters[name].default
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = build_parser().parse_args(argv)
-    for flag, setting in (("offline_steps", "num_steps_offline"), ("bc_steps", "bc_warmup_steps")):
-        if getattr(args, flag) is not None:
-            args.gin_bindings.append(f"super_sac.{setting} = {getattr(args, flag)}")
     if args.name is None:
         args.name = f"{Path(args.config).stem}_{Path(args.dataset).stem.replace('/', '_')}"
-
-    def load(buffer: super_sac.ReplayBuffer, env: Any) -> None:
-        buffer.load_dataset(
-            args.dataset,
-            env,
-            gamma=loop_setting("gamma"),
-            datasets_path=args.datasets_path,
-            protect=not args.no_protect,
-        )
-        print(f"loaded {len(buffer)} transitions from {args.dataset}", flush=True)
-
     return train_gym.run(
         args,
         lambda a: train_gym.make_envs(a.env, a.parallel_envs, a.max_episode_steps),
@@ -87,7 +48,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         script="experiments/offline/train_offline.py",
         task_key="env",
         search_dirs=[HERE, HERE.parent / "gym"],
-        prepare_buffer=load,
+        prepare_buffer=train_gym.dataset_loader(args),
         extra_saved_args=("dataset", "datasets_path"),
     )
 
