@@ -266,3 +266,28 @@ def test_offline_script_explains_a_missing_dataset(tmp_path):
         train_offline.main(
             ["--dataset", "nope/none-v0", "--datasets_path", str(tmp_path), "--logging", "none"]
         )
+
+
+def test_offline_script_resumes_from_its_run_directory(dataset):
+    bindings = [
+        "Agent.hidden_size = 16",
+        "ReplayBuffer.size = 1000",
+        "super_sac.batch_size = 16",
+        "super_sac.eval_interval = 50",
+        "super_sac.eval_episodes = 1",
+        "super_sac.checkpoint_interval = 50",
+        "super_sac.verbosity = 0",
+        "super_sac.max_episode_steps = 20",
+    ]
+    argv = ["--config", "awac.gin", "--dataset", str(dataset), "--seed", "0", "--threads", "1",
+            "--logging", "none", "--offline_steps", "100", "--steps", "50"]  # fmt: skip
+    first = train_offline.main(argv + [x for b in bindings for x in ("--gin_bindings", b)])
+    assert first["critic_updates"] == 150 and first["env_steps"] == 50
+    # the resumed run takes the dataset and settings from the run directory, its buffer (with
+    # the protected dataset) from the checkpoint, and only trains the extra online steps
+    resumed = train_offline.main(["--resume", first["run_dir"], "--steps", "80"])
+    assert resumed["run_dir"] == first["run_dir"]
+    assert resumed["env_steps"] == 80 and resumed["critic_updates"] == 180
+    assert [e["phase"] for e in resumed["eval_history"]][-1] == "online"
+    with pytest.raises(SystemExit):  # a new run needs its dataset
+        train_offline.main(["--config", "awac.gin", "--logging", "none"])

@@ -33,13 +33,16 @@ from super_sac.datasets import DatasetError  # noqa: E402
 def build_parser() -> argparse.ArgumentParser:
     p = train_gym.build_parser(__doc__)
     p.set_defaults(config="awac.gin")
-    train_gym.add_dataset_args(p, required=True)
+    train_gym.add_dataset_args(p, required=False)
     return p
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args = build_parser().parse_args(argv)
-    if args.name is None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.dataset is None and not args.resume:
+        parser.error("--dataset is required (a resumed run takes it from its run directory)")
+    if args.name is None and not args.resume:
         args.name = f"{Path(args.config).stem}_{Path(args.dataset).stem.replace('/', '_')}"
     return train_gym.run(
         args,
