@@ -422,15 +422,14 @@ def compute_ensemble_td_target(
             weight_type=weight_type,
         )
     next_action, next_log_prob = agent.actor(next_rep).rsample_with_log_prob()  # (E, B, *)
+    subset = lu.random_subset(agent.num_critics, target_critic_ensemble_n, next_rep.device)
     weights = None
-    if weighted_bellman_temp is not None:
+    if weighted_bellman_temp is not None:  # the weights need every critic: evaluate them all
         next_q_all = _member_view(agent, target_agent.critic(next_rep, next_action))
-        subset = lu.random_subset(agent.num_critics, target_critic_ensemble_n, next_rep.device)
         next_q_sub = next_q_all if subset is None else next_q_all.index_select(1, subset)
         spread = next_q_all.flatten(0, 1).std(dim=0, correction=0)  # (B, 1)
         weights = lu.backup_weights(spread, weighted_bellman_temp, weight_type)
     else:
-        subset = lu.random_subset(agent.num_critics, target_critic_ensemble_n, next_rep.device)
         members = lu.member_subset(num_members, agent.num_critics, subset)
         next_q_sub = _member_view(
             agent, evaluate_critics(target_agent.critic, next_rep, next_action, members)

@@ -177,17 +177,9 @@ def test_random_member_exploration_without_ucb():
 
 
 # ------------------------------------------------------------------ vectorized == one by one
-def _member(agent: Agent, e: int) -> Agent:
-    """A single agent holding the weights of ensemble member ``e``."""
+def _copy_member_weights(single: Agent, agent: Agent, e: int) -> Agent:
+    """Load ensemble member ``e``'s actor and critics into the single agent ``single``."""
     n = agent.num_critics
-    single = Agent(
-        agent.act_space_size,
-        agent.encoder,
-        num_critics=n,
-        hidden_size=agent.hidden_size,
-        log_std_low=agent.actor.log_std_low,
-        log_std_high=agent.actor.log_std_high,
-    )
     linears = [m for m in single.actor.net if isinstance(m, torch.nn.Linear)]
     with torch.no_grad():
         for lin, ens in zip(linears, agent.actor.net.layers):
@@ -197,6 +189,19 @@ def _member(agent: Agent, e: int) -> Agent:
             mine.weight.copy_(ens.weight[e * n : (e + 1) * n])
             mine.bias.copy_(ens.bias[e * n : (e + 1) * n])
     return single
+
+
+def _member(agent: Agent, e: int) -> Agent:
+    """A single agent holding the weights of ensemble member ``e``."""
+    single = Agent(
+        agent.act_space_size,
+        agent.encoder,
+        num_critics=agent.num_critics,
+        hidden_size=agent.hidden_size,
+        log_std_low=agent.actor.log_std_low,
+        log_std_high=agent.actor.log_std_high,
+    )
+    return _copy_member_weights(single, agent, e)
 
 
 def _optimizers(agent):
@@ -382,23 +387,14 @@ def _discrete_agent(ensemble_size=3, **kwargs):
 
 
 def _discrete_member(agent: Agent, e: int) -> Agent:
-    n = agent.num_critics
     single = Agent(
         agent.act_space_size,
         agent.encoder,
         discrete=True,
-        num_critics=n,
+        num_critics=agent.num_critics,
         hidden_size=agent.hidden_size,
     )
-    linears = [m for m in single.actor.net if isinstance(m, torch.nn.Linear)]
-    with torch.no_grad():
-        for lin, ens in zip(linears, agent.actor.net.layers):
-            lin.weight.copy_(ens.weight[e].T)
-            lin.bias.copy_(ens.bias[e, 0])
-        for mine, ens in zip(single.critic.net.layers, agent.critic.net.layers):
-            mine.weight.copy_(ens.weight[e * n : (e + 1) * n])
-            mine.bias.copy_(ens.bias[e * n : (e + 1) * n])
-    return single
+    return _copy_member_weights(single, agent, e)
 
 
 def _discrete_batch(size=8):

@@ -267,8 +267,9 @@ def run(
         test_env.close()
 
 
-def cli(main: Callable[[], Any]) -> None:
-    """Run ``main()``, printing configuration errors as one line and exiting with status 2."""
+def cli(main: Callable[[], Any], extra_errors: tuple[type[Exception], ...] = ()) -> None:
+    """Run ``main()``, printing configuration errors (and ``extra_errors``) as one line and
+    exiting with status 2."""
     try:
         main()
     except (
@@ -277,6 +278,7 @@ def cli(main: Callable[[], Any]) -> None:
         super_sac.config.GinConfigError,
         FileNotFoundError,
         NotImplementedError,
+        *extra_errors,
     ) as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

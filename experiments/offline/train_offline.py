@@ -26,7 +26,6 @@ sys.path.insert(0, str(HERE.parent / "gym"))
 
 import train_gym  # noqa: E402
 
-import super_sac  # noqa: E402
 from super_sac.datasets import DatasetError  # noqa: E402
 
 
@@ -58,15 +57,4 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 if __name__ == "__main__":
     os.environ.setdefault("MUJOCO_GL", "egl")
-    try:
-        main()
-    except (
-        DatasetError,
-        super_sac.main.ConfigError,
-        super_sac.checkpoint.CheckpointError,
-        super_sac.config.GinConfigError,
-        FileNotFoundError,
-        NotImplementedError,
-    ) as err:
-        print(f"error: {err}", file=sys.stderr)
-        sys.exit(2)
+    train_gym.cli(main, extra_errors=(DatasetError,))

@@ -31,6 +31,18 @@ def mlp(
     return nn.Sequential(*layers)
 
 
+def policy_net(
+    in_features: int, out_features: int, hidden_size: int, ensemble_size: int
+) -> nn.Module:
+    """An actor's network: a plain :func:`mlp` for one policy, an :class:`EnsembleMLP` with a
+    leading member dimension for ``ensemble_size > 1`` (SUNRISE's actor ensemble)."""
+    if ensemble_size < 1:
+        raise ValueError(f"ensemble_size must be >= 1, got {ensemble_size}")
+    if ensemble_size == 1:
+        return mlp(in_features, out_features, hidden_size)
+    return EnsembleMLP(ensemble_size, in_features, out_features, hidden_size)
+
+
 @gin.configurable
 class ContinuousStochasticActor(nn.Module):
     """SAC's policy: a tanh-squashed diagonal Gaussian (Haarnoja et al. 2018), or with
@@ -68,14 +80,8 @@ class ContinuousStochasticActor(nn.Module):
             raise ValueError(
                 f"log_std_low ({log_std_low}) must be below log_std_high ({log_std_high})"
             )
-        if ensemble_size < 1:
-            raise ValueError(f"ensemble_size must be >= 1, got {ensemble_size}")
         self.ensemble_size = int(ensemble_size)
-        self.net: nn.Module = (
-            mlp(state_space_size, 2 * act_space_size, hidden_size)
-            if ensemble_size == 1
-            else EnsembleMLP(ensemble_size, state_space_size, 2 * act_space_size, hidden_size)
-        )
+        self.net = policy_net(state_space_size, 2 * act_space_size, hidden_size, ensemble_size)
         self.log_std_low = float(log_std_low)
         self.log_std_high = float(log_std_high)
         self.beta_dist = bool(beta_dist)
@@ -206,14 +212,8 @@ class DiscreteActor(nn.Module):
         super().__init__()
         if act_space_size < 2:
             raise ValueError(f"DiscreteActor needs at least 2 actions, got {act_space_size}")
-        if ensemble_size < 1:
-            raise ValueError(f"ensemble_size must be >= 1, got {ensemble_size}")
         self.ensemble_size = int(ensemble_size)
-        self.net: nn.Module = (
-            mlp(state_space_size, act_space_size, hidden_size)
-            if ensemble_size == 1
-            else EnsembleMLP(ensemble_size, state_space_size, act_space_size, hidden_size)
-        )
+        self.net = policy_net(state_space_size, act_space_size, hidden_size, ensemble_size)
         self.apply(weight_init)
 
     def forward(self, state: torch.Tensor) -> torch.distributions.Categorical:
