@@ -143,6 +143,8 @@ class Agent(nn.Module):
                     "Agent.ensemble_size = 1."
                 )
             actor_kwargs["ensemble_size"] = ensemble_size
+        # moves with ``.to()``, so ``device`` needs no search through the modules when acting
+        self.register_buffer("_device_marker", torch.empty(0), persistent=False)
         self.encoder = encoder
         self.actor = actor_network_cls(state_size, act_space_size, **actor_kwargs)
         # every member's critics live in one ensemble module, member e owning critics
@@ -218,7 +220,8 @@ class Agent(nn.Module):
 
     @property
     def device(self) -> torch.device:
-        return next(self.actor.parameters()).device
+        """The device of the agent's parameters."""
+        return self._device_marker.device
 
     # ------------------------------------------------------------------ acting
     def _to_tensors(self, obs: ObsDict, batched: bool) -> tuple[dict[str, torch.Tensor], bool]:

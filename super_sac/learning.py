@@ -14,6 +14,7 @@ import torch
 from super_sac import adv_estimator
 from super_sac import learning_utils as lu
 from super_sac.agent import Agent
+from super_sac.optim import LeanAdam
 from super_sac.replay import Batch
 
 Logs = dict[str, torch.Tensor]
@@ -38,7 +39,8 @@ class ParamGroup:
 def build_optimizer(*groups: ParamGroup) -> torch.optim.Adam | None:
     """One Adam optimizer over the non-empty groups; each group keeps its own clip.
 
-    Uses the fused (or foreach) Adam kernel so that a step is a handful of calls whatever the
+    Uses the fused Adam kernel through :class:`super_sac.optim.LeanAdam` (or torch's foreach
+    Adam on devices without the fused kernel), so that a step is a handful of calls whatever the
     number of parameter tensors. :return: ``None`` when no group has parameters.
     """
     param_groups = [
@@ -53,7 +55,9 @@ def build_optimizer(*groups: ParamGroup) -> torch.optim.Adam | None:
         for g in param_groups
         for p in g["params"]
     )
-    return torch.optim.Adam(param_groups, fused=fused, foreach=None if fused else True)
+    if fused:
+        return LeanAdam(param_groups)
+    return torch.optim.Adam(param_groups, foreach=True)
 
 
 def optimizer_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> None:

@@ -141,6 +141,7 @@ class Trainer:
         self.last_logs: dict[str, torch.Tensor] = {}
         self.recent_returns: list[float] = []
         self._losses_finite = torch.ones((), dtype=torch.bool, device=self.device)
+        self._unchecked_losses: list[torch.Tensor] = []
         self.last_checkpoint: Path | None = None
         self._session_start = (0, 0, time.perf_counter())
         # the run directory and logger are made by ``open_run``
@@ -435,6 +436,7 @@ class Trainer:
                     lu.soft_update(*self._actor_pairs, cfg.mlp_tau)
         if use_afbc and self.step % cfg.actor_delay == 0:
             self.afbc_updates(logs, batch)
+        self._fold_finite()
         self.last_logs = logs
 
     def afbc_updates(self, logs: dict[str, torch.Tensor], batch: Any = None) -> None:
@@ -448,9 +450,7 @@ class Trainer:
         for i in range(cfg.afbc_actor_updates_per_step):
             importance = None
             if self.afbc_index is not None:
-                batch, importance = self.afbc_index.sample(
-                    self.buffer, cfg.batch_size, self.device
-                )
+                batch, importance = self.afbc_index.sample(self.buffer, cfg.batch_size, self.device)
             elif not (cfg.reuse_replay_dicts and i == 0 and batch is not None):
                 batch = self._sample()
             out = learning.offline_actor_update(
@@ -483,13 +483,21 @@ class Trainer:
             train_encoder=True,
         )
         self._track_finite(logs["actor/afbc_loss"])
+        self._fold_finite()
         self.actor_updates += 1
         self.last_logs = logs
 
     # ------------------------------------------------------------------ fault checks
     def _track_finite(self, loss: torch.Tensor) -> None:
+        # remembered until ``_fold_finite`` (end of every update) checks them all in one call
+        self._unchecked_losses.append(loss)
+
+    def _fold_finite(self) -> None:
         # a device-side flag: no host sync here; it is read by ``check_finite``
-        self._losses_finite = self._losses_finite & torch.isfinite(loss).all()
+        if self._unchecked_losses:
+            losses = torch.cat([loss.reshape(-1) for loss in self._unchecked_losses])
+            self._losses_finite = self._losses_finite & torch.isfinite(losses).all()
+            self._unchecked_losses.clear()
 
     def check_finite(self, params: bool = False) -> None:
         """Stop with :class:`NonFiniteError` if a loss (or, with ``params``, a weight) is NaN/inf.
@@ -498,6 +506,7 @@ class Trainer:
         avoid a host sync per update); parameters at every log and before every checkpoint.
         A diagnostic snapshot (weights and the latest metrics) is written to the run directory.
         """
+        self._fold_finite()
         bad_losses = not bool(self._losses_finite)
         bad_params = params and not self._weights_finite()
         if not (bad_losses or bad_params):
@@ -823,9 +832,7 @@ class Trainer:
                 f"p={cfg.bootstrap_mask_prob})",
             )
         if cfg.resume:
-            lines.append(
-                f"  resumed from {self.last_checkpoint} at {self.phase} step {self.step}"
-            )
+            lines.append(f"  resumed from {self.last_checkpoint} at {self.phase} step {self.step}")
         print("\n".join(lines), flush=True)
 
     def phase_length(self, phase: str) -> int:

@@ -52,6 +52,32 @@ def test_tanh_log_det_jacobian_is_stable_for_large_inputs():
     assert not torch.isfinite(naive)
 
 
+def test_tanh_gaussian_given_log_scale_equals_computed():
+    """The actor hands over its log-std; the log-probability and its gradients are unchanged."""
+    torch.manual_seed(0)
+    loc = torch.randn(8, 2, requires_grad=True)
+    log_std = torch.randn(8, 2, requires_grad=True)
+    action = torch.rand(8, 2) * 1.8 - 0.9
+    with_log = SquashedNormal(loc, log_std.exp(), log_scale=log_std).log_prob(action)
+    without = SquashedNormal(loc, log_std.exp()).log_prob(action)
+    torch.testing.assert_close(with_log, without)
+    grads = [torch.autograd.grad(lp.sum(), (loc, log_std)) for lp in (with_log, without)]
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)
+
+
+def test_stochastic_actor_log_std_stays_in_its_bounds():
+    """log_std = low + (high - low) (tanh(z) + 1) / 2, checked at z -> -inf, 0, +inf."""
+    actor = ContinuousStochasticActor(3, 2, log_std_low=-4.0, log_std_high=1.0, hidden_size=8)
+    with torch.no_grad():
+        actor.net[-1].weight.zero_()
+        for z, expected in ((-1e4, -4.0), (0.0, -1.5), (1e4, 1.0)):
+            actor.net[-1].bias.fill_(z)
+            dist = actor(torch.zeros(1, 3))
+            torch.testing.assert_close(dist.log_scale, torch.full((1, 2), expected))
+            torch.testing.assert_close(dist.scale, torch.full((1, 2), math.exp(expected)))
+
+
 def test_rsample_is_differentiable():
     loc = torch.zeros(4, 2, requires_grad=True)
     scale = torch.ones(4, 2, requires_grad=True)

@@ -11,6 +11,20 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 _LOG_2 = math.log(2.0)
 
 
+def _constant(value: float) -> torch.Tensor:
+    """A 0-dim float32 tensor. As an operand it acts like the Python float (any device, no dtype
+    promotion), but a Python float is converted to a tensor again on every call, which costs
+    more than these small ops themselves; the log-probabilities run several times per update."""
+    return torch.tensor(value, dtype=torch.float32)
+
+
+_C_HALF_LOG_2PI = _constant(_HALF_LOG_2PI)
+_C_LOG_2 = _constant(_LOG_2)
+_C_TWO = _constant(2.0)
+_C_MINUS_TWO = _constant(-2.0)
+_C_MINUS_HALF = _constant(-0.5)
+
+
 def tanh_log_det_jacobian(pre_tanh: torch.Tensor) -> torch.Tensor:
     """``log(1 - tanh(u)^2)`` computed stably as ``2 * (log 2 - u - softplus(-2u))``.
 
@@ -18,7 +32,7 @@ def tanh_log_det_jacobian(pre_tanh: torch.Tensor) -> torch.Tensor:
     the identity above stays exact for any ``u`` (Haarnoja et al. 2018, appendix C; the
     rewrite is the one used by TensorFlow Probability's Tanh bijector).
     """
-    return 2.0 * (_LOG_2 - pre_tanh - F.softplus(-2.0 * pre_tanh))
+    return _C_TWO * (_C_LOG_2 - pre_tanh - F.softplus(_C_MINUS_TWO * pre_tanh))
 
 
 class SquashedNormal:
@@ -30,11 +44,23 @@ class SquashedNormal:
 
     :param loc: mean of the pre-squash Gaussian, ``(..., A)``.
     :param scale: standard deviation of the pre-squash Gaussian, ``(..., A)``, positive.
+    :param log_scale: ``log(scale)`` when the caller already has it (an actor that outputs the
+        log standard deviation); computed from ``scale`` otherwise.
     """
 
-    def __init__(self, loc: torch.Tensor, scale: torch.Tensor) -> None:
+    def __init__(
+        self, loc: torch.Tensor, scale: torch.Tensor, log_scale: torch.Tensor | None = None
+    ) -> None:
         self.loc = loc
         self.scale = scale
+        self._log_scale = log_scale
+
+    @property
+    def log_scale(self) -> torch.Tensor:
+        """``log(scale)``."""
+        if self._log_scale is None:
+            self._log_scale = self.scale.log()
+        return self._log_scale
 
     @property
     def mean(self) -> torch.Tensor:
@@ -42,7 +68,7 @@ class SquashedNormal:
         return torch.tanh(self.loc)
 
     def _log_prob_from_noise(self, eps: torch.Tensor, pre_tanh: torch.Tensor) -> torch.Tensor:
-        gaussian = -0.5 * eps.pow(2) - self.scale.log() - _HALF_LOG_2PI
+        gaussian = _C_MINUS_HALF * eps.pow(2) - self.log_scale - _C_HALF_LOG_2PI
         return (gaussian - tanh_log_det_jacobian(pre_tanh)).sum(-1, keepdim=True)
 
     def rsample_with_log_prob(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -106,9 +106,13 @@ class EnsembleMLP(nn.Module):
         """:param x: ``(B, in)`` or ``(K, B, in)``. :param members: optional indices of the
         ``K`` members to evaluate (see :meth:`EnsembleLinear.forward`).
         :return: ``(K, B, out)``."""
+        # the layers' ``forward`` is called directly (no module hooks): the critics run several
+        # times per update and ``Module.__call__`` costs more than the small layers' arithmetic
+        # ReLU runs in place: a batched affine map's backward does not need its output
+        activation = torch.relu_ if self.activation is torch.relu else self.activation
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
-            x = layer(x, detach_params=detach_params, members=members)
+            x = layer.forward(x, detach_params, members)
             if i < last:
-                x = self.activation(x)
+                x = activation(x)
         return x

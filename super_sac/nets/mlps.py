@@ -19,16 +19,30 @@ from super_sac.nets.ensemble import EnsembleLinear, EnsembleMLP
 from super_sac.popart import PopArt
 
 
-def mlp(
-    in_features: int, out_features: int, hidden_size: int, num_hidden_layers: int = 2
-) -> nn.Sequential:
-    """A plain ReLU MLP ``in -> hidden x num_hidden_layers -> out``."""
+class MLP(nn.Sequential):
+    """``Linear, ReLU, ..., Linear`` as an :class:`torch.nn.Sequential` (so parameter names are
+    ``0.weight``, ``0.bias``, ``2.weight``, ...) whose forward applies the layers' functions
+    directly: an actor runs several times per update, and going through every submodule's
+    ``__call__`` costs more than a small layer's arithmetic on a CPU. Module hooks registered on
+    the individual layers are therefore not called."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self._modules.values():
+            if isinstance(layer, nn.Linear):
+                x = F.linear(x, layer.weight, layer.bias)
+            else:  # in place: a linear layer's backward does not need its output
+                x = torch.relu_(x)
+        return x
+
+
+def mlp(in_features: int, out_features: int, hidden_size: int, num_hidden_layers: int = 2) -> MLP:
+    """A plain ReLU MLP ``in -> hidden x num_hidden_layers -> out`` (see :class:`MLP`)."""
     widths = [in_features] + [hidden_size] * num_hidden_layers
     layers: list[nn.Module] = []
     for w_in, w_out in zip(widths, widths[1:]):
         layers += [nn.Linear(w_in, w_out), nn.ReLU()]
     layers.append(nn.Linear(widths[-1], out_features))
-    return nn.Sequential(*layers)
+    return MLP(*layers)
 
 
 def policy_net(
@@ -85,6 +99,11 @@ class ContinuousStochasticActor(nn.Module):
         self.log_std_low = float(log_std_low)
         self.log_std_high = float(log_std_high)
         self.beta_dist = bool(beta_dist)
+        # the midpoint of the log-std range as a 0-dim tensor (a Python float operand costs an
+        # extra conversion per call); not saved with the weights
+        self.register_buffer(
+            "_log_std_mid", torch.tensor(0.5 * (log_std_low + log_std_high)), persistent=False
+        )
         self.apply(weight_init)
 
     def forward(self, state: torch.Tensor) -> SquashedNormal | ScaledBeta:
@@ -93,9 +112,10 @@ class ContinuousStochasticActor(nn.Module):
         first, second = self.net(state).chunk(2, dim=-1)
         if self.beta_dist:
             return ScaledBeta(1.0 + F.softplus(first), 1.0 + F.softplus(second))
+        # log_std = low + (high - low) * (tanh(z) + 1) / 2, as one fused call
         half_range = 0.5 * (self.log_std_high - self.log_std_low)
-        log_std = self.log_std_low + half_range * (torch.tanh(second) + 1.0)
-        return SquashedNormal(first, log_std.exp())
+        log_std = torch.add(self._log_std_mid, torch.tanh(second), alpha=half_range)
+        return SquashedNormal(first, log_std.exp(), log_scale=log_std)
 
 
 @gin.configurable
