@@ -5,9 +5,11 @@ observations, 6-dim actions), hidden 256x256, batch 256, on a fixed batch, timed
 compiled networks have been built and warmed up (compilation itself takes minutes on a
 2-core CPU and is reported separately). Rounds alternate eager and compiled agents; the report
 gives each side's median milliseconds per update and the ratio eager / compiled (above 1 means
-compile helps).
+compile helps). ``--what losses`` compiles the whole critic and actor loss computations instead
+(one graph each), to see whether larger graphs pay off where per-network ones do not.
 
     python experiments/benchmarks/compile_speed.py
+    python experiments/benchmarks/compile_speed.py --what losses
     python experiments/benchmarks/compile_speed.py --updates 100 --repeats 3 --threads 2
 """
 
@@ -79,6 +81,43 @@ class SacUpdate:
                               -float(ACT_DIM))
 
 
+class LossCompiledUpdate(SacUpdate):
+    """The same update with ``torch.compile`` applied to whole loss computations instead of the
+    networks: the critic's (TD target, critic forward, loss) and the actor's (policy sample,
+    critic forward, loss) each become one graph; the backward passes and optimizer steps stay
+    eager."""
+
+    def __init__(self) -> None:
+        super().__init__(compiled=False)
+        self.critic_loss = torch.compile(self._critic_loss)
+        self.actor_loss = torch.compile(self._actor_loss)
+        start = time.perf_counter()
+        for _ in range(3):
+            self()
+        self.compile_seconds = time.perf_counter() - start
+
+    def _critic_loss(self, batch: Batch, alpha: torch.Tensor) -> torch.Tensor:
+        target = learning.compute_td_target(
+            self.agent, self.target, batch, alpha=alpha, target_critic_ensemble_n=2)
+        q = self.agent.critic(self.agent.encoder(batch.obs), batch.action)
+        return lu.critic_loss(q, target, batch.weights)
+
+    def _actor_loss(self, batch: Batch, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():
+            rep = self.agent.encoder(batch.obs)
+        action, log_prob = self.agent.actor(rep).rsample_with_log_prob()
+        q = lu.reduce_critics(self.agent.critic(rep, action, detach_params=True), "min")
+        return lu.sac_actor_loss(q, log_prob, alpha), log_prob.detach().mean()
+
+    def __call__(self) -> None:
+        alpha = self.log_alpha.detach().exp()
+        learning.optimizer_step(self.critic_opt, self.critic_loss(self.batch, alpha))
+        lu.soft_update(*self.pairs, 0.005)
+        loss, log_prob = self.actor_loss(self.batch, alpha)
+        learning.optimizer_step(self.actor_opt, loss)
+        learning.alpha_update(self.log_alpha, self.alpha_opt, log_prob, -float(ACT_DIM))
+
+
 def ms_per_update(update: SacUpdate, updates: int) -> float:
     for _ in range(5):
         update()
@@ -94,11 +133,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--updates", type=int, default=100, help="timed updates per round")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--name", default="compile_speed")
+    p.add_argument("--what", choices=["networks", "losses"], default="networks",
+                   help="compile the networks (super_sac.compile = True) or, as an experiment, "
+                   "the whole critic and actor loss computations")
+    p.add_argument("--name", default=None,
+                   help="result basename (default: compile_speed, compile_speed_losses)")
     args = p.parse_args(argv)
+    if args.name is None:
+        args.name = "compile_speed" if args.what == "networks" else "compile_speed_losses"
     torch.set_num_threads(args.threads)
     flush_denormals()
-    compiled = SacUpdate(compiled=True)  # built once: compiling again per round costs minutes
+    # built once: compiling again per round costs minutes
+    compiled = SacUpdate(compiled=True) if args.what == "networks" else LossCompiledUpdate()
     rounds = []
     for r in range(args.repeats):
         order = ("eager", "compiled") if r % 2 == 0 else ("compiled", "eager")
@@ -119,7 +165,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     table += (f"\n\nSpeed-up from compile (eager / compiled): **{eager / comp:.2f}**; "
               f"compilation took {compiled.compile_seconds:.0f} s.")
     print("\n" + table, flush=True)
-    header = ("# torch.compile on the SAC update\n\n"
+    header = (f"# torch.compile on the SAC update ({args.what})\n\n"
               f"HalfCheetah sizes, hidden {HIDDEN}, batch {BATCH}, {args.threads} torch threads, "
               f"CPU, {args.updates} updates per round, {args.repeats} alternating rounds.\n\n")
     payload = {"benchmark": "compile_speed", "versions": bench_utils.versions(),
