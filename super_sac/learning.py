@@ -56,7 +56,10 @@ def build_optimizer(*groups: ParamGroup) -> torch.optim.Adam | None:
         for p in g["params"]
     )
     if fused:
-        return LeanAdam(param_groups)
+        try:
+            return LeanAdam(param_groups)
+        except RuntimeError:  # a torch version without a fused Adam kernel for this device
+            pass
     return torch.optim.Adam(param_groups, foreach=True)
 
 

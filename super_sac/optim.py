@@ -45,7 +45,8 @@ class LeanAdam(torch.optim.Adam):
     def _build_cache(self) -> list[tuple[list, list, list, torch.Tensor]] | None:
         """The tensor lists of every group, or ``None`` while the short path does not apply
         (some parameter has no state yet, the parameters of a group have taken different numbers
-        of steps, or a setting the short path does not implement is on).
+        of steps or mix devices or dtypes, or a setting the short path does not implement is
+        on).
 
         The parameters of a group then share one step-count tensor (the fused kernel reads a
         list of them; one shared tensor is incremented by one call instead of one per
@@ -53,9 +54,16 @@ class LeanAdam(torch.optim.Adam):
         """
         cache = []
         for group in self.param_groups:
-            if group["amsgrad"] or group["maximize"] or group["decoupled_weight_decay"]:
+            if group["amsgrad"] or group["maximize"] or group.get("decoupled_weight_decay"):
                 return None
-            states = [self.state.get(p) for p in group["params"]]
+            params = group["params"]
+            if not params:
+                cache.append(([], [], [], torch.zeros(())))
+                continue
+            first = params[0]
+            if any(p.device != first.device or p.dtype != first.dtype for p in params):
+                return None  # one kernel call per group needs one device and one dtype
+            states = [self.state.get(p) for p in params]
             if any(not s for s in states):
                 return None
             steps = [s["step"] for s in states]
@@ -98,6 +106,8 @@ class LeanAdam(torch.optim.Adam):
         for group, (params, exp_avgs, exp_avg_sqs, step), grads in zip(
             self.param_groups, self._cache, grads_of_groups
         ):
+            if not params:
+                continue
             step.add_(1)
             beta1, beta2 = group["betas"]
             _FUSED_KERNEL(

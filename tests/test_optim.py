@@ -146,3 +146,20 @@ def test_mlp_forward_and_names_match_sequential() -> None:
     grad_a = torch.autograd.grad(net(x).sum(), x)[0]
     grad_b = torch.autograd.grad(seq(x).sum(), x)[0]
     torch.testing.assert_close(grad_a, grad_b)
+
+
+def test_lean_adam_mixed_dtypes_take_torch_path_with_the_same_result() -> None:
+    torch.manual_seed(0)
+    a32, a64 = torch.randn(4, requires_grad=True), torch.randn(3, dtype=torch.float64)
+    a64.requires_grad_(True)
+    b32, b64 = (t.detach().clone().requires_grad_(True) for t in (a32, a64))
+    ref = torch.optim.Adam([a32, a64], lr=0.1)
+    lean = LeanAdam([b32, b64], lr=0.1)
+    for step in range(3):
+        for opt, (x, y) in ((ref, (a32, a64)), (lean, (b32, b64))):
+            opt.zero_grad()
+            (x.pow(2).sum() + y.pow(3).sum() * (step + 1)).backward()
+            opt.step()
+    assert lean._cache is None  # one fused call cannot take two dtypes
+    torch.testing.assert_close(b32, a32)
+    torch.testing.assert_close(b64, a64)
