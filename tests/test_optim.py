@@ -163,3 +163,10 @@ def test_lean_adam_mixed_dtypes_take_torch_path_with_the_same_result() -> None:
     assert lean._cache is None  # one fused call cannot take two dtypes
     torch.testing.assert_close(b32, a32)
     torch.testing.assert_close(b64, a64)
+
+
+def test_mlp_runs_other_modules_as_usual() -> None:
+    torch.manual_seed(0)
+    net = MLP(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 2), nn.ReLU(), nn.Linear(2, 1))
+    x = torch.randn(5, 4)
+    torch.testing.assert_close(net(x), nn.Sequential(*net)(x), rtol=0, atol=0)

@@ -24,14 +24,17 @@ class MLP(nn.Sequential):
     ``0.weight``, ``0.bias``, ``2.weight``, ...) whose forward applies the layers' functions
     directly: an actor runs several times per update, and going through every submodule's
     ``__call__`` costs more than a small layer's arithmetic on a CPU. Module hooks registered on
-    the individual layers are therefore not called."""
+    its ``nn.Linear`` and ``nn.ReLU`` layers are therefore not called; other modules run as
+    usual."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for layer in self._modules.values():
-            if isinstance(layer, nn.Linear):
+            if type(layer) is nn.Linear:
                 x = F.linear(x, layer.weight, layer.bias)
-            else:  # in place: a linear layer's backward does not need its output
+            elif type(layer) is nn.ReLU:  # in place: a linear layer's backward needs no output
                 x = torch.relu_(x)
+            else:  # any other module runs as usual
+                x = layer(x)
         return x
 
 
