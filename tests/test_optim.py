@@ -167,6 +167,9 @@ def test_lean_adam_mixed_dtypes_take_torch_path_with_the_same_result() -> None:
 
 def test_mlp_runs_other_modules_as_usual() -> None:
     torch.manual_seed(0)
-    net = MLP(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 2), nn.ReLU(), nn.Linear(2, 1))
-    x = torch.randn(5, 4)
+    net = MLP(nn.Linear(4, 6), nn.Tanh(), nn.ReLU(), nn.Linear(6, 2), nn.ReLU(), nn.Linear(2, 1))
+    x = torch.randn(5, 4, requires_grad=True)
     torch.testing.assert_close(net(x), nn.Sequential(*net)(x), rtol=0, atol=0)
+    # a ReLU after Tanh must not overwrite the output Tanh's backward needs
+    grad = torch.autograd.grad(net(x).sum(), x)[0]
+    torch.testing.assert_close(grad, torch.autograd.grad(nn.Sequential(*net)(x).sum(), x)[0])

@@ -28,13 +28,18 @@ class MLP(nn.Sequential):
     usual."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        after_linear = False
         for layer in self._modules.values():
             if type(layer) is nn.Linear:
                 x = F.linear(x, layer.weight, layer.bias)
-            elif type(layer) is nn.ReLU:  # in place: a linear layer's backward needs no output
-                x = torch.relu_(x)
+                after_linear = True
+                continue
+            if type(layer) is nn.ReLU:
+                # in place after a linear layer, whose backward does not need its output
+                x = torch.relu_(x) if after_linear else torch.relu(x)
             else:  # any other module runs as usual
                 x = layer(x)
+            after_linear = False
         return x
 
 
