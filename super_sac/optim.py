@@ -52,33 +52,31 @@ class LeanAdam(torch.optim.Adam):
         list of them; one shared tensor is incremented by one call instead of one per
         parameter). ``state[p]["step"]`` stays correct for every parameter.
         """
-        cache = []
+        eligible = []
         for group in self.param_groups:
             if group["amsgrad"] or group["maximize"] or group.get("decoupled_weight_decay"):
                 return None
-            params = group["params"]
-            if not params:
-                cache.append(([], [], [], torch.zeros(())))
-                continue
-            first = params[0]
-            if any(p.device != first.device or p.dtype != first.dtype for p in params):
+            params = list(group["params"])
+            if any(p.device != params[0].device or p.dtype != params[0].dtype for p in params):
                 return None  # one kernel call per group needs one device and one dtype
             states = [self.state.get(p) for p in params]
             if any(not s for s in states):
                 return None
-            steps = [s["step"] for s in states]
-            shared = steps[0]
-            if any(t is not shared and not torch.equal(t, shared) for t in steps):
+            if any(
+                s["step"] is not states[0]["step"] and not torch.equal(s["step"], states[0]["step"])
+                for s in states
+            ):
                 return None
+            eligible.append((params, states))
+        # every group qualifies: only now share the step tensors (a group left shared while the
+        # optimizer stays on torch's path would have its counter incremented once per parameter)
+        cache = []
+        for params, states in eligible:
+            shared = states[0]["step"] if states else torch.zeros(())
             for s in states:
                 s["step"] = shared
             cache.append(
-                (
-                    list(group["params"]),
-                    [s["exp_avg"] for s in states],
-                    [s["exp_avg_sq"] for s in states],
-                    shared,
-                )
+                (params, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states], shared)
             )
         return cache
 

@@ -173,3 +173,24 @@ def test_mlp_runs_other_modules_as_usual() -> None:
     # a ReLU after Tanh must not overwrite the output Tanh's backward needs
     grad = torch.autograd.grad(net(x).sum(), x)[0]
     torch.testing.assert_close(grad, torch.autograd.grad(nn.Sequential(*net)(x).sum(), x)[0])
+
+
+def test_lean_adam_second_group_ineligible_keeps_first_groups_counts_right() -> None:
+    """A fine first group must not be left with a shared step counter when a later group keeps
+    the optimizer on torch's path (torch would add 1 to it once per parameter)."""
+    torch.manual_seed(0)
+    ref_net, lean_net = _net(), _net()
+    odd = torch.randn(3, dtype=torch.float64)
+    extra = [torch.randn(2).requires_grad_(True), odd.clone().requires_grad_(True)]
+    ref_extra = [t.detach().clone().requires_grad_(True) for t in extra]
+    ref = torch.optim.Adam([{"params": ref_net.parameters()}, {"params": ref_extra}], lr=1e-2)
+    lean = LeanAdam([{"params": lean_net.parameters()}, {"params": extra}], lr=1e-2)
+    for t in range(4):
+        for net, opt, tensors in ((ref_net, ref, ref_extra), (lean_net, lean, extra)):
+            opt.zero_grad()
+            (_loss(net, t) + sum(x.pow(2).sum() for x in tensors)).backward()
+            opt.step()
+    assert lean._cache is None
+    for p, q in zip(ref_net.parameters(), lean_net.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-6, atol=1e-7)
+    assert [float(lean.state[q]["step"]) for q in lean_net.parameters()] == [4.0] * 4
