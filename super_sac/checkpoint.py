@@ -25,12 +25,15 @@ import re
 import shutil
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from super_sac.replay import ReplayBuffer
+
+if TYPE_CHECKING:
+    from super_sac.main import Trainer
 
 CHECKPOINT_DIRNAME = "checkpoints"
 FORMAT_VERSION = 1
@@ -255,3 +258,99 @@ def describe_differences(saved: dict[str, Any], current: dict[str, Any]) -> list
         for k in keys
         if saved.get(k) != current.get(k)
     ]
+
+
+# ------------------------------------------------------------------------------ the loop's state
+def loop_signature(trainer: Trainer) -> dict[str, Any]:
+    """What a checkpoint must share with a run to be resumed by it."""
+    env, cfg = trainer.env, trainer.cfg
+    sig = dict(trainer.agent.signature())
+    sig.update(
+        {
+            "buffer_size": trainer.buffer.size,
+            "buffer_prioritized": trainer.buffer.prioritized,
+            "observation_keys": sorted(env.single_observation_space.spaces),
+            "observation_shapes": {
+                k: list(v.shape) for k, v in env.single_observation_space.spaces.items()
+            },
+            "action_shape": list(env.single_action_space.shape),
+            "num_envs": trainer.num_envs,
+            "n_step": cfg.n_step,
+            "afbc_per": cfg.afbc_per,
+        }
+    )
+    return sig
+
+
+def capture_loop(trainer: Trainer) -> dict[str, Any]:
+    """The whole state of a training loop except the replay data: networks, target networks,
+    optimizers, log-alpha, exploration schedule, n-step windows, counters, evaluation history,
+    the running episodes (observations, returns, actions for replay) and every generator."""
+    learner, collector = trainer.learner.state_dict(), trainer.collector.state_dict()
+    index = trainer.afbc_index
+    return {
+        "format": FORMAT_VERSION,
+        "signature": loop_signature(trainer),
+        **{k: learner[k] for k in ("agent", "target_agent", "log_alpha")},
+        **{k: v for k, v in learner.items() if k.endswith("_optimizer")},
+        "afbc_index": index.state_dict() if index is not None else None,
+        "noise": collector.pop("noise"),
+        "nstep": collector.pop("nstep"),
+        "counters": {
+            "phase": trainer.phase,
+            "step": trainer.step,
+            "env_steps": collector.pop("env_steps"),
+            "critic_updates": learner["critic_updates"],
+            "actor_updates": learner["actor_updates"],
+            "episodes": collector.pop("episodes"),
+            "evaluations": trainer.evaluations,
+            "wall_seconds": trainer.wall_seconds,
+            "best_return": trainer.best_return,
+            "base_seed": trainer.base_seed,
+        },
+        "eval_history": trainer.eval_history,
+        "episodes_in_progress": collector,
+        "rng": capture_rng_states(**_generators(trainer)),
+    }
+
+
+def restore_loop(trainer: Trainer, state: dict[str, Any]) -> None:
+    """Restore :func:`capture_loop`'s output into ``trainer`` (the replay data is restored by
+    :func:`load_checkpoint`; the envs by :meth:`Collector.replay_episodes`)."""
+    diffs = describe_differences(state["signature"], loop_signature(trainer))
+    if diffs:
+        raise CheckpointError(
+            "the checkpoint was written by a run configured differently:\n  "
+            + "\n  ".join(diffs)
+            + "\nResume with the same settings (train_gym.py --resume reads the run's "
+            "config.gin)."
+        )
+    c = state["counters"]
+    trainer.learner.load_state_dict(
+        {**state, "critic_updates": c["critic_updates"], "actor_updates": c["actor_updates"]}
+    )
+    trainer.collector.load_state_dict(
+        {
+            **state["episodes_in_progress"],
+            "env_steps": c["env_steps"],
+            "episodes": c["episodes"],
+            "noise": state["noise"],
+            "nstep": state["nstep"],
+        }
+    )
+    trainer.phase, trainer.step = c["phase"], c["step"]
+    trainer.evaluations, trainer.wall_seconds = c["evaluations"], c["wall_seconds"]
+    trainer.best_return, trainer.base_seed = c["best_return"], c["base_seed"]
+    trainer.collector.seed = trainer.learner.base_seed = c["base_seed"]
+    trainer.eval_history = list(state["eval_history"])
+    trainer.last_eval = trainer.eval_history[-1] if trainer.eval_history else {}
+    if trainer.afbc_index is not None:
+        trainer.afbc_index.load_state_dict(state["afbc_index"])
+    restore_rng_states(state["rng"], **_generators(trainer))
+
+
+def _generators(trainer: Trainer) -> dict[str, np.random.Generator]:
+    gens = {"trainer": trainer.np_rng, "buffer": trainer.buffer.rng}
+    if trainer.afbc_index is not None:
+        gens["afbc_index"] = trainer.afbc_index.rng
+    return gens

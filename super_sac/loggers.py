@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import gin
+
+from super_sac.checkpoint import CheckpointError
+from super_sac.utils import atomic_write_json, atomic_write_text, make_run_dir
+
+if TYPE_CHECKING:
+    from super_sac.config import TrainConfig
 
 LOGGING_METHODS = ("tensorboard", "wandb", "none")
 
@@ -16,6 +25,9 @@ class NullLogger:
 
     def log(self, metrics: dict[str, float], step: int) -> None:  # noqa: D102
         pass
+
+    def log_histograms(self, tensors: dict[str, Any], step: int) -> None:
+        """Histograms of the values of ``tensors`` (only tensorboard keeps them)."""
 
     def close(self) -> None:  # noqa: D102
         pass
@@ -36,6 +48,10 @@ class TensorboardLogger(NullLogger):
         for key, value in metrics.items():
             self.writer.add_scalar(key, value, global_step=step)
 
+    def log_histograms(self, tensors: dict[str, Any], step: int) -> None:
+        for key, value in tensors.items():
+            self.writer.add_histogram(key, value.detach().float().cpu(), global_step=step)
+
     def close(self) -> None:
         self.writer.close()
 
@@ -44,12 +60,28 @@ class WandbLogger(NullLogger):
     """Scalars to a wandb run (works offline with ``WANDB_MODE=offline``)."""
 
     def __init__(
-        self, run_dir: Path, entity: str, project: str, name: str, config: dict[str, Any]
+        self,
+        run_dir: Path | None,
+        entity: str | None,
+        project: str,
+        name: str | None,
+        config: dict[str, Any],
+        tags: list[str] | None = None,
     ) -> None:
-        import wandb
-
+        try:
+            import wandb
+        except ImportError as err:
+            raise ImportError(
+                "logging to wandb needs the wandb package: pip install 'super_sac[wandb]'"
+            ) from err
         self.run = wandb.init(
-            entity=entity, project=project, name=name, dir=str(run_dir), config=config, reinit=True
+            entity=entity,
+            project=project,
+            name=name,
+            dir=None if run_dir is None else str(run_dir),
+            config=config,
+            tags=tags,
+            reinit=True,
         )
         self.where = f"wandb {entity}/{project} ({getattr(self.run, 'url', None) or run_dir})"
 
@@ -110,3 +142,64 @@ def make_logger(
         entity, project = resolve_wandb_target(wandb_entity, wandb_project)
         return WandbLogger(run_dir, entity, project, name, config)
     raise ValueError(f"logging_method must be one of {LOGGING_METHODS}, got {method!r}")
+
+
+# ------------------------------------------------------------------------------ run directories
+def resolve_resume_dir(
+    resume: bool | str | os.PathLike, base_save_path: str | None, name: str
+) -> Path:
+    """The run directory to resume: ``resume`` itself when it is a path, else (``True``) the
+    newest ``<name>_<i>`` under ``base_save_path`` (default ``$SSAC_SAVE`` or ``./saves``)."""
+    if isinstance(resume, (str, os.PathLike)):
+        run_dir = Path(resume)
+        if not run_dir.is_dir():
+            raise CheckpointError(f"resume: run directory {run_dir} does not exist")
+        return run_dir
+    base = Path(base_save_path or os.environ.get("SSAC_SAVE", "./saves"))
+    runs = [p for p in base.glob(f"{name}_*") if p.name[len(name) + 1 :].isdigit()]
+    if not runs:
+        raise CheckpointError(
+            f"resume=True but {base} holds no run named {name}_<i>; pass the run "
+            "directory itself as resume='saves/<name>_<i>'"
+        )
+    return max(runs, key=lambda p: int(p.name[len(name) + 1 :]))
+
+
+def open_run_dir(cfg: TrainConfig, hparams: dict[str, Any], needed_bytes: int) -> Path | None:
+    """The run's directory: reopened when ``cfg.resume``, else a new ``<name>_<i>`` under
+    ``base_save_path`` (when anything is saved or logged). Checks that it can hold
+    ``needed_bytes`` of checkpoints and writes ``config.gin`` (the operative gin config) and
+    ``hparams.json``. :return: ``None`` when the run writes nothing."""
+    if cfg.resume:
+        run_dir = resolve_resume_dir(cfg.resume, cfg.base_save_path, cfg.name)
+    elif cfg.save_to_disk or cfg.log_to_disk:
+        run_dir = make_run_dir(
+            cfg.base_save_path or os.environ.get("SSAC_SAVE", "./saves"), cfg.name
+        )
+    else:
+        return None
+    check_writable(run_dir, needed_bytes)
+    config_text = gin.operative_config_str() or "# no gin bindings were used for this run\n"
+    atomic_write_text(run_dir / "config.gin", config_text)
+    atomic_write_json(run_dir / "hparams.json", hparams)
+    return run_dir
+
+
+def check_writable(run_dir: Path, needed_bytes: int) -> None:
+    """Fail before training if the run directory cannot hold files or the checkpoints."""
+    probe = run_dir / ".write_probe"
+    try:
+        probe.write_bytes(b"ok")
+        probe.unlink()
+    except OSError as err:
+        raise PermissionError(
+            f"cannot write to the run directory {run_dir} ({err}); set SSAC_SAVE or "
+            "base_save_path to a writable folder"
+        ) from err
+    free = shutil.disk_usage(run_dir).free
+    if needed_bytes > free:
+        raise OSError(
+            f"{run_dir} has {free / 2**20:.0f} MiB free but the checkpoints need about "
+            f"{needed_bytes / 2**20:.0f} MiB (replay buffer included); free space, use "
+            "another SSAC_SAVE, lower keep_checkpoints or the buffer size"
+        )

@@ -11,7 +11,8 @@ that state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -168,3 +169,57 @@ class LeanAdam(torch.optim.Adam):
         """Add a group as the base class does; the next step rebuilds the cache."""
         self._unshare_steps()
         super().add_param_group(param_group)
+
+
+@dataclass(frozen=True)
+class ParamGroup:
+    """Parameters that share a learning rate, an L2 coefficient and a gradient-norm clip.
+
+    :param params: the parameters.
+    :param lr: Adam learning rate.
+    :param l2: L2 coefficient (Adam's ``weight_decay``: ``l2 * theta`` is added to the gradient).
+    :param clip: maximum gradient norm of the group, or ``None`` for no clipping.
+    """
+
+    params: Sequence[torch.Tensor]
+    lr: float
+    l2: float = 0.0
+    clip: float | None = None
+
+
+def build_optimizer(*groups: ParamGroup) -> torch.optim.Adam | None:
+    """One Adam optimizer over the non-empty groups; each group keeps its own clip.
+
+    Uses the fused Adam kernel through :class:`super_sac.optim.LeanAdam` (or torch's foreach
+    Adam on devices without the fused kernel), so that a step is a handful of calls whatever the
+    number of parameter tensors. :return: ``None`` when no group has parameters.
+    """
+    param_groups = [
+        {"params": list(g.params), "lr": g.lr, "weight_decay": g.l2, "max_grad_norm": g.clip}
+        for g in groups
+        if len(g.params) > 0
+    ]
+    if not param_groups:
+        return None
+    fused = all(
+        p.is_floating_point() and p.device.type in ("cpu", "cuda")
+        for g in param_groups
+        for p in g["params"]
+    )
+    if fused:
+        try:
+            return LeanAdam(param_groups)
+        except RuntimeError:  # a torch version without a fused Adam kernel for this device
+            pass
+    return torch.optim.Adam(param_groups, foreach=True)
+
+
+def optimizer_step(optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> None:
+    """Zero the gradients, backpropagate ``loss``, clip each group's gradient norm, step."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    for group in optimizer.param_groups:
+        clip = group.get("max_grad_norm")
+        if clip is not None and clip > 0:
+            torch.nn.utils.clip_grad_norm_(group["params"], clip, foreach=True)
+    optimizer.step()

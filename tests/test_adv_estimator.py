@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from super_sac import Agent, adv_estimator, learning, nets
+from super_sac import Agent, adv_estimator, learning, nets, optim
 from super_sac import learning_utils as lu
 from super_sac.replay import AdvantageIndex, Batch, ReplayBuffer
 
@@ -119,7 +119,7 @@ def test_offline_actor_update_maximises_the_weighted_likelihood_of_data_actions(
         log_prob = agent.actor(agent.encoder({"obs": obs})).log_prob(action)
     expected = -(importance * log_prob).mean()
     critic_before = [p.clone() for p in agent.critic.parameters()]
-    opt = learning.build_optimizer(learning.ParamGroup(list(agent.actor.parameters()), 1e-2))
+    opt = optim.build_optimizer(optim.ParamGroup(list(agent.actor.parameters()), 1e-2))
     logs = learning.offline_actor_update(
         agent, batch, opt, adv_filter="none", importance_weights=importance
     )
@@ -142,7 +142,7 @@ def test_binary_filter_ignores_actions_with_negative_advantage():
     with torch.no_grad():
         log_prob = agent.actor(agent.encoder({"obs": obs})).log_prob(action)
     expected = -((adv > 0).float() * log_prob).mean()
-    opt = learning.build_optimizer(learning.ParamGroup(list(agent.actor.parameters()), 1e-3))
+    opt = optim.build_optimizer(optim.ParamGroup(list(agent.actor.parameters()), 1e-3))
     torch.manual_seed(1)  # the same policy samples for V(s)
     logs = learning.offline_actor_update(agent, _batch(obs, action), opt, adv_filter="binary")
     assert logs["actor/afbc_loss"].item() == pytest.approx(expected.item(), rel=1e-5)

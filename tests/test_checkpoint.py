@@ -16,7 +16,8 @@ import torch
 import super_sac
 from super_sac import Agent, ReplayBuffer, checkpoint, nets
 from super_sac.checkpoint import CheckpointError
-from super_sac.main import NonFiniteError, TrainConfig, Trainer, check_writable
+from super_sac.loggers import check_writable
+from super_sac.main import NonFiniteError, TrainConfig, Trainer
 from super_sac.wrappers import make_gym_env
 
 HERE = Path(__file__).resolve().parent

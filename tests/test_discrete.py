@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import super_sac
-from super_sac import Agent, ReplayBuffer, learning, nets
+from super_sac import Agent, ReplayBuffer, learning, nets, optim
 from super_sac import learning_utils as lu
 from super_sac.main import ConfigError
 from super_sac.nets.mlps import (
@@ -165,7 +165,7 @@ def test_discrete_critic_update_regresses_the_taken_action_only():
     batch = _batch(reward=[1.0, 0.0], done=[1.0, 1.0], discount=[0.99, 0.99], action=[2, 0])
     batch.obs = {"obs": torch.randn(2, 2)}
     q_before = agent.critic(batch.obs["obs"]).detach()
-    opt = learning.build_optimizer(learning.ParamGroup(list(agent.critic.parameters()), 1e-3))
+    opt = optim.build_optimizer(optim.ParamGroup(list(agent.critic.parameters()), 1e-3))
     logs = learning.critic_update(
         agent, target, batch, opt, alpha=torch.tensor(0.1), target_critic_ensemble_n=2
     )
@@ -212,7 +212,7 @@ def test_discrete_actor_update_trains_the_actor_only_and_reports_exact_log_prob(
         probs = agent.actor(batch.obs["obs"]).probs
         q = agent.critic(batch.obs["obs"]).amin(0)
         expected_loss = (probs * (0.2 * probs.log() - q)).sum(-1).mean()
-    opt = learning.build_optimizer(learning.ParamGroup(list(agent.actor.parameters()), 1e-3))
+    opt = optim.build_optimizer(optim.ParamGroup(list(agent.actor.parameters()), 1e-3))
     logs = learning.online_actor_update(agent, batch, opt, alpha=torch.tensor(0.2))
     assert torch.allclose(logs["actor/loss"], expected_loss, atol=1e-6)
     assert torch.allclose(logs["actor/log_prob"], (probs * probs.log()).sum(-1).mean())
@@ -257,7 +257,7 @@ def test_epsilon_follows_the_linear_schedule_in_the_loop():
     # with epsilon = 0 the loop acts greedily
     trainer.noise.final = 0.0
     obs = trainer.obs
-    assert np.array_equal(trainer._choose_actions(obs), agent.forward(obs, batched=True))
+    assert np.array_equal(trainer.collector.choose_actions(obs), agent.forward(obs, batched=True))
 
 
 # ----------------------------------------------------------------------------- the loop

@@ -11,7 +11,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from super_sac import Agent, ReplayBuffer, learning
+from super_sac import Agent, ReplayBuffer, learning, optim
 from super_sac.nets.cnns import (
     ImageAndStateEncoder,
     MinAtarEncoder,
@@ -103,11 +103,11 @@ def test_encoder_learns_from_the_critic_loss_only():
         weights=torch.ones(4, 1),
         idxs=None,
     )
-    actor_opt = learning.build_optimizer(learning.ParamGroup(list(agent.actor.parameters()), 1e-3))
+    actor_opt = optim.build_optimizer(optim.ParamGroup(list(agent.actor.parameters()), 1e-3))
     learning.online_actor_update(agent, batch, actor_opt, alpha=torch.tensor(0.1))
     assert all(p.grad is None for p in agent.encoder.parameters())
     params = list(agent.critic.parameters()) + list(agent.encoder.parameters())
-    critic_opt = learning.build_optimizer(learning.ParamGroup(params, 1e-3))
+    critic_opt = optim.build_optimizer(optim.ParamGroup(params, 1e-3))
     learning.critic_update(agent, target, batch, critic_opt, alpha=torch.tensor(0.1),
                            target_critic_ensemble_n=2)  # fmt: skip
     assert all(p.grad is not None for p in agent.encoder.parameters())

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from super_sac import Agent, learning, nets
+from super_sac import Agent, learning, nets, optim
 from super_sac import learning_utils as lu
 from super_sac.nets.mlps import ContinuousDeterministicActor
 from super_sac.replay import Batch
@@ -146,7 +146,7 @@ def _real_batch(b=8):
 def test_critic_update_trains_only_critics():
     agent = _agent()
     target = learning.make_target_agent(agent)
-    opt = learning.build_optimizer(learning.ParamGroup(list(agent.critic.parameters()), 1e-2))
+    opt = optim.build_optimizer(optim.ParamGroup(list(agent.critic.parameters()), 1e-2))
     actor_before = copy.deepcopy(agent.actor.state_dict())
     critic_before = copy.deepcopy(agent.critic.state_dict())
     batch = _real_batch()
@@ -165,7 +165,7 @@ def test_critic_update_trains_only_critics():
 
 def test_sac_actor_loss_matches_formula_and_leaves_critics_alone():
     agent = _agent()
-    opt = learning.build_optimizer(learning.ParamGroup(list(agent.actor.parameters()), 1e-3))
+    opt = optim.build_optimizer(optim.ParamGroup(list(agent.actor.parameters()), 1e-3))
     batch = _real_batch()
     alpha = torch.tensor(0.2)
     reference = copy.deepcopy(agent)
@@ -184,7 +184,7 @@ def test_sac_actor_loss_matches_formula_and_leaves_critics_alone():
         assert torch.equal(v, critic_before[k])
     assert all(p.grad is None for p in agent.critic.parameters())
     agent2 = copy.deepcopy(reference)
-    opt2 = learning.build_optimizer(learning.ParamGroup(list(agent2.actor.parameters()), 1e-3))
+    opt2 = optim.build_optimizer(optim.ParamGroup(list(agent2.actor.parameters()), 1e-3))
     torch.manual_seed(5)
     logs = learning.online_actor_update(agent2, batch, opt2, alpha=alpha, actor_q_reduction="mean")
     assert logs["actor/loss"].item() == pytest.approx(expected_mean.item(), abs=1e-5)
@@ -192,7 +192,7 @@ def test_sac_actor_loss_matches_formula_and_leaves_critics_alone():
 
 def test_deterministic_actor_loss_uses_first_critic():
     agent = _agent(ContinuousDeterministicActor)
-    opt = learning.build_optimizer(learning.ParamGroup(list(agent.actor.parameters()), 1e-3))
+    opt = optim.build_optimizer(optim.ParamGroup(list(agent.actor.parameters()), 1e-3))
     batch = _real_batch()
     with torch.no_grad():
         rep = agent.encoder(batch.obs)
@@ -218,20 +218,20 @@ def test_alpha_update_moves_alpha_towards_target_entropy():
 def test_optimizer_groups_keep_their_own_lr_l2_and_clip():
     a = nn.Parameter(torch.zeros(3))
     b = nn.Parameter(torch.zeros(3))
-    opt = learning.build_optimizer(
-        learning.ParamGroup([a], 0.1, l2=0.5, clip=1.0),
-        learning.ParamGroup([b], 0.2),
-        learning.ParamGroup([], 0.3),
+    opt = optim.build_optimizer(
+        optim.ParamGroup([a], 0.1, l2=0.5, clip=1.0),
+        optim.ParamGroup([b], 0.2),
+        optim.ParamGroup([], 0.3),
     )
     assert len(opt.param_groups) == 2
     assert opt.param_groups[0]["weight_decay"] == 0.5
     assert opt.param_groups[0]["max_grad_norm"] == 1.0
     loss = (a * torch.tensor([30.0, 40.0, 0.0])).sum() + (b * 100.0).sum()
-    learning.optimizer_step(opt, loss)
+    optim.optimizer_step(opt, loss)
     # a's gradient (norm 50) was clipped to norm 1; b's (norm 173) was not
     assert torch.allclose(a.grad.norm(), torch.tensor(1.0), atol=1e-5)
     assert torch.allclose(b.grad, torch.full((3,), 100.0))
-    assert learning.build_optimizer(learning.ParamGroup([], 1.0)) is None
+    assert optim.build_optimizer(optim.ParamGroup([], 1.0)) is None
 
 
 def test_make_target_agent_is_a_frozen_copy():

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from super_sac import Agent, learning, nets
+from super_sac import Agent, learning, nets, optim
 from super_sac.nets.mlps import ContinuousCritic
 from super_sac.popart import PopArt
 from super_sac.replay import Batch
@@ -62,7 +62,7 @@ def _batch(b=16):
 def test_critic_update_with_popart_shares_statistics_and_preserves_target_values():
     agent = Agent(2, nets.FlatEncoder(3), hidden_size=16, auto_rescale_targets=True)
     target_agent = learning.make_target_agent(agent)
-    opt = learning.build_optimizer(learning.ParamGroup(list(agent.critic.parameters()), 1e-3))
+    opt = optim.build_optimizer(optim.ParamGroup(list(agent.critic.parameters()), 1e-3))
     batch = _batch()
     rep = batch.next_obs["obs"]
     target_q_before = target_agent.critic(rep, batch.action)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from super_sac import Agent, learning, nets
+from super_sac import Agent, learning, nets, optim, sunrise
 from super_sac import learning_utils as lu
 from super_sac.replay import Batch
 
@@ -223,10 +223,10 @@ def test_ensemble_updates_equal_members_trained_one_by_one():
     batch = _batch()
     alpha = torch.zeros(3)
     c_opt, a_opt = _optimizers(agent)
-    logs = learning.ensemble_critic_update(
+    logs = sunrise.ensemble_critic_update(
         agent, target, batch, c_opt, alpha=alpha, target_critic_ensemble_n=2
     )
-    actor_logs = learning.ensemble_actor_update(agent, batch, a_opt, alpha=alpha)
+    actor_logs = sunrise.ensemble_actor_update(agent, batch, a_opt, alpha=alpha)
     critic_losses, actor_losses = [], []
     for e in range(3):
         mc, ma = _optimizers(members[e])
@@ -264,7 +264,7 @@ def test_weighted_backup_and_masks_enter_the_critic_loss():
     batch = _batch()
     alpha = torch.zeros(2)
     # the targets the update will use, and the spread of the target critics behind the weights
-    y, w = learning.compute_ensemble_td_target(
+    y, w = sunrise.compute_ensemble_td_target(
         agent, target, batch, alpha=alpha, target_critic_ensemble_n=2, weighted_bellman_temp=5.0
     )
     with torch.no_grad():
@@ -280,7 +280,7 @@ def test_weighted_backup_and_masks_enter_the_critic_loss():
         )
         expected = (0.5 * (m4 * expected_w * (q - y4) ** 2).mean(dim=(1, 2))).sum()
     c_opt, _ = _optimizers(agent)
-    logs = learning.ensemble_critic_update(
+    logs = sunrise.ensemble_critic_update(
         agent,
         target,
         batch,
@@ -300,7 +300,7 @@ def test_ensemble_target_uses_each_members_alpha_and_own_critics():
     batch = _batch()
     alpha = torch.tensor([0.0, 0.5])
     torch.manual_seed(3)
-    y, w = learning.compute_ensemble_td_target(
+    y, w = sunrise.compute_ensemble_td_target(
         agent, target, batch, alpha=alpha, target_critic_ensemble_n=2
     )
     assert y.shape == (2, 8, 1) and w is None
@@ -317,7 +317,7 @@ def test_ensemble_target_uses_each_members_alpha_and_own_critics():
 
 def test_each_member_tunes_its_own_alpha():
     log_alpha = torch.zeros(3, requires_grad=True)
-    opt = learning.build_optimizer(learning.ParamGroup([log_alpha], 0.1))
+    opt = optim.build_optimizer(optim.ParamGroup([log_alpha], 0.1))
     log_prob = torch.tensor([-3.0, 0.0, 2.0])
     learning.alpha_update(log_alpha, opt, log_prob, target_entropy=-1.0)
     # gradient -(E[log pi] + H) = (4, 1, -1): Adam's first step moves each by lr against its
@@ -445,10 +445,10 @@ def test_discrete_ensemble_updates_equal_members_trained_one_by_one():
     batch = _discrete_batch()
     alpha = torch.tensor([0.1, 0.2, 0.3])
     c_opt, a_opt = _optimizers(agent)
-    logs = learning.ensemble_critic_update(
+    logs = sunrise.ensemble_critic_update(
         agent, target, batch, c_opt, alpha=alpha, target_critic_ensemble_n=2
     )
-    actor_logs = learning.ensemble_actor_update(agent, batch, a_opt, alpha=alpha)
+    actor_logs = sunrise.ensemble_actor_update(agent, batch, a_opt, alpha=alpha)
     critic_losses, actor_losses, log_probs = [], [], []
     for e in range(3):
         mc, ma = _optimizers(members[e])
@@ -475,7 +475,7 @@ def test_discrete_backup_weights_use_each_members_expected_values():
     agent = _discrete_agent(ensemble_size=2)
     target = learning.make_target_agent(agent)
     batch = _discrete_batch()
-    _, w = learning.compute_ensemble_td_target(
+    _, w = sunrise.compute_ensemble_td_target(
         agent,
         target,
         batch,

@@ -24,7 +24,7 @@ import bench_utils
 import numpy as np
 import torch
 
-from super_sac import Agent, learning, nets
+from super_sac import Agent, learning, nets, optim
 from super_sac import learning_utils as lu
 from super_sac.replay import Batch
 from super_sac.utils import flush_denormals
@@ -57,12 +57,12 @@ class SacUpdate:
         if compiled:
             self.agent.compile_networks()
             self.target.compile_networks()
-        self.critic_opt = learning.build_optimizer(
-            learning.ParamGroup(list(self.agent.critic.parameters()), 3e-4))
-        self.actor_opt = learning.build_optimizer(
-            learning.ParamGroup(list(self.agent.actor.parameters()), 3e-4))
+        self.critic_opt = optim.build_optimizer(
+            optim.ParamGroup(list(self.agent.critic.parameters()), 3e-4))
+        self.actor_opt = optim.build_optimizer(
+            optim.ParamGroup(list(self.agent.actor.parameters()), 3e-4))
         self.log_alpha = torch.zeros((), requires_grad=True)
-        self.alpha_opt = learning.build_optimizer(learning.ParamGroup([self.log_alpha], 3e-4))
+        self.alpha_opt = optim.build_optimizer(optim.ParamGroup([self.log_alpha], 3e-4))
         self.pairs = (lu.params_of(self.target.critic), lu.params_of(self.agent.critic))
         self.batch = _batch()
         if compiled:  # the first calls trace and compile every graph
@@ -111,10 +111,10 @@ class LossCompiledUpdate(SacUpdate):
 
     def __call__(self) -> None:
         alpha = self.log_alpha.detach().exp()
-        learning.optimizer_step(self.critic_opt, self.critic_loss(self.batch, alpha))
+        optim.optimizer_step(self.critic_opt, self.critic_loss(self.batch, alpha))
         lu.soft_update(*self.pairs, 0.005)
         loss, log_prob = self.actor_loss(self.batch, alpha)
-        learning.optimizer_step(self.actor_opt, loss)
+        optim.optimizer_step(self.actor_opt, loss)
         learning.alpha_update(self.log_alpha, self.alpha_opt, log_prob, -float(ACT_DIM))
 
 

@@ -1,0 +1,208 @@
+"""What a run reports: evaluation episodes, logged metrics, the summary, the settings printed at
+the start and the diagnostic snapshot written when training stops on a NaN."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from super_sac.collector import episode_seed
+from super_sac.evaluation import evaluate_agent
+from super_sac.utils import atomic_write_json
+
+if TYPE_CHECKING:
+    from super_sac.main import Trainer
+
+PHASES = ("bc", "offline", "online")
+EVAL_ENV_INDEX = 2**31 - 1  # the episode-seed stream of the evaluation env
+
+
+class NonFiniteError(FloatingPointError):
+    """A loss or parameter became NaN or infinite; training stops instead of going on silently."""
+
+
+@dataclasses.dataclass
+class SessionStart:
+    """Counters when this process started (or resumed) the run, for its speed figures."""
+
+    env_steps: int = 0
+    critic_updates: int = 0
+    time: float = dataclasses.field(default_factory=time.perf_counter)
+
+
+def hparams(trainer: Trainer) -> dict[str, Any]:
+    """The resolved settings of the loop and the agent, JSON-friendly."""
+    out = {k: v for k, v in dataclasses.asdict(trainer.cfg).items() if k != "augmenter"}
+    out.update(agent=trainer.agent.signature(), buffer_size=trainer.buffer.size)
+    out["num_envs"] = trainer.num_envs
+    return out
+
+
+def checkpoint_bytes(trainer: Trainer) -> int:
+    """About how many bytes one checkpoint takes (replay buffer included)."""
+    params = sum(p.numel() * p.element_size() for p in trainer.agent.parameters())
+    return int(trainer.buffer.memory_bytes + 4 * params)  # agent, target, two Adam moments
+
+
+def check_finite(trainer: Trainer, params: bool = False) -> None:
+    """Stop with :class:`NonFiniteError` if a loss (or, with ``params``, a weight) is NaN/inf.
+
+    Losses are checked every step on the CPU and every ``log_interval`` steps on a GPU (to
+    avoid a host sync per update); parameters at every log and before every checkpoint.
+    A diagnostic snapshot (weights and the latest metrics) is written to the run directory.
+    """
+    bad_losses = not trainer.learner.losses_finite()
+    bad_params = params and not trainer.learner.parameters_finite()
+    if not (bad_losses or bad_params):
+        return
+    values = {k: float(v.float().mean()) for k, v in trainer.last_logs.items()}
+    culprits = [k for k, v in values.items() if not math.isfinite(v)] or (
+        ["agent parameters"] if bad_params else ["a loss since the last check"]
+    )
+    snapshot = write_diagnostics(trainer, values)
+    raise NonFiniteError(
+        f"non-finite {', '.join(culprits)} at {trainer.phase} step {trainer.step} "
+        f"(env step {trainer.env_steps}). Training stopped. Last checkpoint: "
+        f"{trainer.last_checkpoint or 'none'}; diagnostic snapshot: {snapshot or 'not saved'}. "
+        "Lower the learning rates, clip gradients (actor_clip/critic_clip) or check the "
+        "rewards and observations for NaN/inf, then resume from the checkpoint."
+    )
+
+
+def write_diagnostics(trainer: Trainer, values: dict[str, float]) -> Path | None:
+    if trainer.run_dir is None:
+        return None
+    folder = trainer.run_dir / "diagnostics" / f"step_{trainer.step}"
+    trainer.agent.save(folder)
+    atomic_write_json(
+        folder / "metrics.json",
+        {
+            "step": trainer.step,
+            "env_steps": trainer.env_steps,
+            "metrics": values,
+            "alpha": trainer.alpha.tolist(),
+        },
+    )
+    return folder
+
+
+def evaluate(trainer: Trainer) -> dict[str, float]:
+    """Run the evaluation episodes (seeded per evaluation) and remember the best return."""
+    cfg = trainer.cfg
+    if cfg.eval_episodes == 0:
+        return {}
+    trainer.test_env.reset(
+        seed=episode_seed(trainer.base_seed, EVAL_ENV_INDEX, trainer.evaluations)
+    )
+    trainer.evaluations += 1
+    result = evaluate_agent(
+        trainer.agent, trainer.test_env, cfg.eval_episodes, cfg.max_episode_steps, cfg.render
+    )
+    trainer.logger.log({f"eval/{k}": v for k, v in result.items()}, trainer.log_step)
+    result.update(env_steps=trainer.env_steps, phase=trainer.phase, phase_step=trainer.step)
+    trainer.last_eval = result
+    trainer.eval_history.append(result)
+    if result["return_mean"] > trainer.best_return:
+        trainer.best_return = result["return_mean"]
+        if cfg.save_best and cfg.save_to_disk and trainer.run_dir is not None:
+            trainer.agent.save(trainer.run_dir / "best")
+    return result
+
+
+def log(trainer: Trainer, elapsed: float) -> None:
+    """Send the latest update metrics and the schedule to the logger (one host sync)."""
+    metrics = {k: float(v.float().mean()) for k, v in trainer.last_logs.items()}
+    metrics.update({f"schedule/phase_{p}": float(p == trainer.phase) for p in PHASES})
+    metrics.update(
+        {
+            "schedule/phase_step": float(trainer.step),
+            "schedule/env_steps": float(trainer.env_steps),
+            "schedule/critic_updates": float(trainer.critic_updates),
+            "schedule/actor_updates": float(trainer.actor_updates),
+            "schedule/exploration_std": trainer.noise.std,
+            "schedule/alpha": float(trainer.alpha.mean()),
+            "schedule/buffer_size": float(len(trainer.buffer)),
+            "perf/env_steps_per_s": (trainer.env_steps - trainer.session.env_steps)
+            / max(elapsed, 1e-9),
+        }
+    )
+    returns = trainer.collector.recent_returns
+    if returns:
+        metrics["train/episode_return"] = float(np.mean(returns))
+        returns.clear()
+    trainer.logger.log(metrics, trainer.log_step)
+
+
+def summary(trainer: Trainer) -> dict[str, Any]:
+    """Counters, evaluation results, speed and where things were written."""
+    session = max(time.perf_counter() - trainer.session.time, 1e-9)
+    return {
+        "env_steps": trainer.env_steps,
+        "online_steps": trainer.step,
+        "critic_updates": trainer.critic_updates,
+        "actor_updates": trainer.actor_updates,
+        "episodes": trainer.episodes,
+        "final_eval_return": trainer.last_eval.get("return_mean", float("nan")),
+        "best_eval_return": trainer.best_return if trainer.eval_history else float("nan"),
+        "env_steps_per_s": (trainer.env_steps - trainer.session.env_steps) / session,
+        "updates_per_s": (trainer.critic_updates - trainer.session.critic_updates) / session,
+        "wall_seconds": trainer.wall_seconds,
+        "eval_history": trainer.eval_history,
+        "last_checkpoint": str(trainer.last_checkpoint) if trainer.last_checkpoint else None,
+        "run_dir": str(trainer.run_dir) if trainer.run_dir is not None else None,
+    }
+
+
+def print_settings(trainer: Trainer) -> None:
+    """Print the run's main settings (what ``verbosity > 0`` shows at the start)."""
+    lines = describe_settings(trainer)
+    where = trainer.run_dir or "none (nothing saved)"
+    lines.append(f"  run directory: {where}; logs: {trainer.logger.where}")
+    if trainer.cfg.resume:
+        lines.append(
+            f"  resumed from {trainer.last_checkpoint} at {trainer.phase} step {trainer.step}"
+        )
+    print("\n".join(lines), flush=True)
+
+
+def describe_settings(trainer: Trainer) -> list[str]:
+    """The run's main settings in a few lines: networks, phases, schedule, targets, rates."""
+    cfg, agent = trainer.cfg, trainer.agent
+    entropy = (
+        f"alpha={cfg.init_alpha} (tuned, lr={cfg.alpha_lr}, target entropy="
+        f"{trainer.learner.target_entropy:g})"
+        if cfg.alpha_lr > 0
+        else f"alpha={cfg.init_alpha}"
+    )
+    lines = [
+        "super_sac settings",
+        f"  actor {type(agent.actor).__name__}, {agent.num_critics} critics (target: min of "
+        f"{cfg.target_critic_ensemble_n}), hidden {agent.hidden_size}, device {trainer.device}",
+        f"  phases: {cfg.bc_warmup_steps} behavioral cloning, {cfg.num_steps_offline} offline "
+        f"(AFBC filter {cfg.afbc_filter!r}, advantage {agent.adv_method!r}"
+        f"{', prioritized' if cfg.afbc_per else ''}), then online actor updates: "
+        f"{'PG ' if cfg.use_pg_update_online else ''}"
+        f"{'AFBC' if cfg.use_afbc_update_online else ''}",
+        f"  {cfg.num_steps_online} online steps x {cfg.transitions_per_online_step} "
+        f"transitions, {trainer.num_envs} env(s), {cfg.random_warmup_steps} random warm-up",
+        f"  updates/step: critic {cfg.critic_updates_per_step}, actor "
+        f"{cfg.pg_actor_updates_per_step} every {cfg.actor_delay}, batch {cfg.batch_size}",
+        f"  gamma {cfg.gamma}, n_step {cfg.n_step}, tau {cfg.mlp_tau}/{cfg.encoder_tau} "
+        f"every {cfg.target_delay}, target actor {cfg.use_target_actor}",
+        f"  lr actor {cfg.actor_lr} critic {cfg.critic_lr} encoder {cfg.encoder_lr}; " + entropy,
+        f"  exploration noise {cfg.use_exploration_process} "
+        f"({cfg.exploration_param_init}->{cfg.exploration_param_final})",
+    ]
+    if agent.ensemble_size > 1:
+        lines.insert(
+            2,
+            f"  SUNRISE ensemble of {agent.ensemble_size} (ucb_bonus {agent.ucb_bonus}, "
+            f"weighted backups T={cfg.weighted_bellman_temp} {cfg.weight_type}, bootstrap "
+            f"p={cfg.bootstrap_mask_prob})",
+        )
+    return lines
