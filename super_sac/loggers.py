@@ -14,10 +14,10 @@ class NullLogger:
 
     where = "nowhere (logging_method='none')"
 
-    def log(self, metrics: dict[str, float], step: int) -> None:  # noqa: D102
+    def log(self, metrics: dict[str, float], step: int) -> None:
         pass
 
-    def close(self) -> None:  # noqa: D102
+    def close(self) -> None:
         pass
 
 
