@@ -244,7 +244,7 @@ def load_latest(
         if problem is None:
             try:
                 return folder, load_checkpoint(folder, buffer, device)
-            except Exception as err:  # noqa: BLE001 - any failure means: try the previous one
+            except Exception as err:  # any failure means: try the previous one
                 problem = f"could not be read ({type(err).__name__}: {err})"
         warnings.warn(f"skipping corrupted checkpoint {folder}: {problem}", stacklevel=2)
     raise CheckpointError(f"every checkpoint in {checkpoint_root(run_dir)} is corrupted")

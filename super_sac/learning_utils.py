@@ -4,7 +4,6 @@ exploration schedules. Each is a small function of tensors that tests check by h
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 
 import numpy as np
 import torch
@@ -332,10 +331,6 @@ class GaussianExplorationNoise:
         """Move the schedule forward by ``transitions`` environment transitions."""
         self.transitions += int(transitions)
 
-    def perturb(self, action: torch.Tensor) -> torch.Tensor:
-        """``clip(a + N(0, std^2), -1, 1)``."""
-        return (action + torch.randn_like(action) * self.std).clamp(-1.0, 1.0)
-
     def state_dict(self) -> dict[str, int]:
         return {"transitions": self.transitions}
 
@@ -359,11 +354,3 @@ def epsilon_greedy(
     explore = rng.random(greedy.shape) < epsilon
     random_actions = rng.integers(0, num_actions, size=greedy.shape, dtype=np.int64)
     return np.where(explore, random_actions, greedy)
-
-
-def grad_norm(params: Iterable[torch.Tensor]) -> torch.Tensor:
-    """Total L2 norm of the gradients of ``params`` (no host sync)."""
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return torch.zeros(())
-    return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))

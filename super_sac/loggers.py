@@ -23,13 +23,13 @@ class NullLogger:
 
     where = "nowhere (logging_method='none')"
 
-    def log(self, metrics: dict[str, float], step: int) -> None:  # noqa: D102
+    def log(self, metrics: dict[str, float], step: int) -> None:
         pass
 
     def log_histograms(self, tensors: dict[str, Any], step: int) -> None:
         """Histograms of the values of ``tensors`` (only tensorboard keeps them)."""
 
-    def close(self) -> None:  # noqa: D102
+    def close(self) -> None:
         pass
 
 

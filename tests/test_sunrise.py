@@ -110,7 +110,7 @@ def test_ensemble_shapes_and_evaluation_uses_the_mean_of_member_means():
     assert torch.allclose(agent.mean_action(rep), dist.mean.mean(dim=0))
     out = agent({"obs": rep.numpy()}, batched=True)
     assert out.shape == (5, 2) and np.allclose(out, dist.mean.mean(dim=0).numpy(), atol=1e-6)
-    assert agent._signature()["ensemble_size"] == 3
+    assert agent.signature()["ensemble_size"] == 3
 
 
 def test_grouped_actions_reach_their_members_critics():
