@@ -34,6 +34,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from super_sac.wrappers import NormActionSpace, SimpleGymWrapper
+
 __all__ = [
     "DatasetError",
     "Episode",
@@ -283,8 +285,9 @@ def save_minari(
         ``algorithm_name``, ``ref_min_score``, ``ref_max_score``, ``description`` ...).
     :return: the dataset's folder.
     """
-    import minari  # noqa: PLC0415  (optional at import time)
-    from minari.data_collector import EpisodeBuffer  # noqa: PLC0415
+    # minari is optional (the ``offline`` extra), so it is imported only when used.
+    import minari
+    from minari.data_collector import EpisodeBuffer
 
     buffers = [
         EpisodeBuffer(
@@ -325,7 +328,7 @@ def load_minari(
         ``ref_min_score``, ``ref_max_score`` ...).
     :raises DatasetError: when the id is not found under the datasets folder.
     """
-    import minari  # noqa: PLC0415
+    import minari  # optional (the ``offline`` extra): imported only when used
 
     with _minari_root(datasets_path):
         local = sorted(minari.list_local_datasets())
@@ -394,8 +397,6 @@ def record_episodes(
     :return: the episodes (observations as the raw env gives them, in float32; actions in the
         env's units), the raw observation space and the raw action space (what Minari stores).
     """
-    from super_sac.wrappers import SimpleGymWrapper  # noqa: PLC0415
-
     raw_actions = raw_action_space(env)
     obs_space = env.observation_space
     flat_key = None
@@ -445,8 +446,6 @@ def record_episodes(
 def raw_action_space(env: gym.Env) -> spaces.Space:
     """The action space in the env's own units: the space under a ``NormActionSpace`` wrapper
     (or the env's action space when it has none)."""
-    from super_sac.wrappers import NormActionSpace  # noqa: PLC0415
-
     current = env
     while isinstance(current, gym.Wrapper):
         if isinstance(current, NormActionSpace):
