@@ -355,7 +355,6 @@ class Agent(nn.Module):
     # Deprecated alias of signature(), kept until every caller has switched to the public name.
     # It does not warn: callers inside the library still use it, and tests that turn warnings
     # into errors run through them.
-    _signature = signature
 
     def save(self, path: str | os.PathLike) -> Path:
         """Save the weights to ``path/agent.pt`` (or to ``path`` itself if it ends in ``.pt``).

@@ -7,6 +7,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 from gymnasium import spaces
 
 
@@ -56,6 +57,54 @@ def check_bounded_box(space: spaces.Space, what: str = "action space") -> spaces
     return space
 
 
+class ActionScaler:
+    """Maps actions between the agent's ``[-1, 1]`` and a bounded ``Box``'s ``[low, high]``: the
+    library's one action rescaler (:class:`NormActionSpace`, datasets, the quick-start memory).
+
+    ``to_env(a) = low + (a + 1) (high - low) / 2`` and ``to_unit`` is its inverse; both clip to
+    the target range, so env-scale actions beyond the bounds map to the bounds.
+
+    :param space: a ``Box`` with finite bounds.
+    """
+
+    def __init__(self, space: spaces.Box) -> None:
+        self.space = space
+        self.low = np.asarray(space.low, dtype=np.float64)
+        self.high = np.asarray(space.high, dtype=np.float64)
+        self.dtype = space.dtype
+        self._tensors: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def to_env(self, action: np.ndarray) -> np.ndarray:
+        """``[-1, 1]`` -> env bounds, in the action space's dtype."""
+        unit = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
+        scaled = self.low + (unit + 1.0) * 0.5 * (self.high - self.low)
+        return np.clip(scaled, self.low, self.high).astype(self.dtype, copy=False)
+
+    def to_unit(self, action: np.ndarray) -> np.ndarray:
+        """Env bounds -> ``[-1, 1]`` (float32)."""
+        scaled = np.asarray(action, dtype=np.float64)
+        unit = 2.0 * (scaled - self.low) / (self.high - self.low) - 1.0
+        return np.clip(unit, -1.0, 1.0).astype(np.float32)
+
+    def to_env_tensor(self, action: torch.Tensor) -> torch.Tensor:
+        """:meth:`to_env` for float32 tensors, on the tensor's device."""
+        if action.device not in self._tensors:
+            low = torch.as_tensor(self.low, dtype=torch.float32, device=action.device)
+            high = torch.as_tensor(self.high, dtype=torch.float32, device=action.device)
+            self._tensors[action.device] = (low, high)
+        low, high = self._tensors[action.device]
+        scaled = low + (action.clamp(-1.0, 1.0) + 1.0) * 0.5 * (high - low)
+        return torch.minimum(torch.maximum(scaled, low), high)
+
+    def same_bounds(self, other: ActionScaler) -> bool:
+        """Whether ``other`` rescales to the same bounds."""
+        return (
+            self.low.shape == other.low.shape
+            and np.array_equal(self.low, other.low)
+            and np.array_equal(self.high, other.high)
+        )
+
+
 class NormActionSpace(gym.wrappers.RescaleAction):
     """Expose a bounded ``Box`` action space as ``[-1, 1]^A`` (float32) and rescale actions to
     the env's own bounds on the way in.
@@ -70,10 +119,10 @@ class NormActionSpace(gym.wrappers.RescaleAction):
             env, min_action=np.full(shape, -1.0, dtype), max_action=np.full(shape, 1.0, dtype)
         )
         self.action_space = spaces.Box(-1.0, 1.0, shape=shape, dtype=np.float32)
+        self.scaler = ActionScaler(space)
 
     def action(self, action: np.ndarray) -> np.ndarray:
-        scaled = super().action(np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0))
-        return scaled.astype(self.env.action_space.dtype, copy=False)
+        return self.scaler.to_env(action)
 
 
 def make_gym_env(env_id: str, max_episode_steps: int | None = None, **kwargs: Any) -> gym.Env:

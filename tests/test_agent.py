@@ -95,7 +95,6 @@ def test_beta_policy_agent_acts_in_bounds_and_is_recorded():
     sampled = agent.sample_action(obs, batched=True)
     assert sampled.shape == (64, 2) and np.all(np.abs(sampled) <= 1.0)
     assert agent.signature()["beta_dist"] is True
-    assert agent._signature() == agent.signature()  # deprecated alias, until main.py switches
     with pytest.raises(ValueError, match="no Beta distribution"):
         _agent(beta_dist=True, actor_network_cls=ContinuousDeterministicActor)
 
