@@ -39,6 +39,47 @@ class SimpleGymWrapper(gym.ObservationWrapper):
         return {self.key: np.asarray(observation, dtype=np.float32)}
 
 
+class VectorSimpleGymWrapper(gym.vector.VectorWrapper):
+    """:class:`SimpleGymWrapper` for a vector env, in every autoreset mode: batched ``Box``
+    observations (and the ``info["final_obs"]`` entries of ``SAME_STEP`` autoreset) become
+    ``{"obs": float32 array}``. (gymnasium's vectorized observation wrappers refuse
+    ``SAME_STEP`` envs.)
+
+    :param env: a vector env with a ``Box`` single observation space.
+    :param key: the dict key to use.
+    """
+
+    def __init__(self, env: gym.vector.VectorEnv, key: str = "obs") -> None:
+        super().__init__(env)
+        single = SimpleGymWrapper(_SpacesOnly(env.single_observation_space), key)
+        self.key, self._single = key, single
+        self.single_observation_space = single.observation_space
+        self.observation_space = gym.vector.utils.batch_space(
+            self.single_observation_space, env.num_envs
+        )
+
+    def reset(self, **kwargs: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        obs, info = self.env.reset(**kwargs)
+        return {self.key: np.asarray(obs, dtype=np.float32)}, info
+
+    def step(self, actions: Any) -> tuple[Any, ...]:
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        if "final_obs" in info:
+            final = np.array(info["final_obs"], dtype=object)
+            for i in np.flatnonzero(info.get("_final_obs", np.ones(len(final), dtype=bool))):
+                final[i] = self._single.observation(final[i])
+            info = {**info, "final_obs": final}
+        return {self.key: np.asarray(obs, dtype=np.float32)}, reward, terminated, truncated, info
+
+
+class _SpacesOnly(gym.Env):
+    """A stand-in env that only has an observation space (to build a single-env wrapper)."""
+
+    def __init__(self, observation_space: spaces.Space) -> None:
+        self.observation_space = observation_space
+        self.action_space = spaces.Discrete(1)
+
+
 def has_finite_bounds(space: spaces.Box) -> bool:
     """Whether every lower and upper bound of a ``Box`` is finite."""
     return bool(np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high)))

@@ -3,6 +3,7 @@
 import json
 import sys
 import types
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -14,7 +15,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import super_sac
 from super_sac import SAC, ReplayMemory
-from super_sac.quickstart import ActionScaler
+from super_sac.wrappers import ActionScaler
 
 SMALL = dict(hidden_size=16, batch_size=8, memory_capacity=1_000)
 
@@ -195,9 +196,11 @@ def test_targets_follow_every_target_update_interval_updates():
         return [p.clone() for p in sac.target_agent.critic.parameters()]
 
     before = target_snapshot()
-    sac.update_parameters(memory, 8, 1)  # 1 % 2 != 0: targets stay
+    # the gin loop's rule: the targets move after every target_update_interval-th update, i.e.
+    # when (updates + 1) % interval == 0
+    sac.update_parameters(memory, 8, 0)  # update 1: 1 % 2 != 0, targets stay
     assert all(torch.equal(a, b) for a, b in zip(before, target_snapshot()))
-    sac.update_parameters(memory, 8, 2)  # 2 % 2 == 0: targets move halfway to the critics
+    sac.update_parameters(memory, 8, 1)  # update 2: 2 % 2 == 0, targets move halfway
     after = target_snapshot()
     for old, new, online in zip(before, after, sac.agent.critic.parameters()):
         torch.testing.assert_close(new, 0.5 * old + 0.5 * online)
@@ -440,7 +443,7 @@ def test_tensorboard_logging_and_close(tmp_path):
 
 def test_wandb_without_the_package_gives_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "wandb", None)
-    with pytest.raises(ImportError, match=r'pip install "super_sac\[wandb\]"'):
+    with pytest.raises(ImportError, match=r"pip install .super_sac\[wandb\]."):
         pendulum(wandb_project="f16")
 
 
@@ -491,3 +494,58 @@ def test_replay_memory_save_and_load_round_trip(tmp_path, monkeypatch):
         np.testing.assert_array_equal(a, b)
     explicit = memory.save_buffer("ignored", save_path=tmp_path / "sub" / "buf.npz")
     assert explicit.endswith("sub/buf.npz")
+
+
+# ----------------------------------------------------------------------------- issue 12 additions
+DATA = Path(__file__).parent / "data"
+
+
+def test_a_folder_saved_before_the_facade_still_loads_and_acts_the_same():
+    # written by SAC.save of the pre-facade quick-start class (commit 7403719)
+    folder = DATA / "pendulum_sac_v1"
+    expected = json.loads((folder / "expected_actions.json").read_text())
+    sac = SAC.from_pretrained(folder, load_gradients=True)
+    actions = sac.select_action_batch(np.asarray(expected["obs"], np.float32), evaluate=True)
+    np.testing.assert_allclose(actions, expected["actions"], rtol=0, atol=1e-6)
+    assert sac.updates > 0 and sac.alpha_optim is not None
+    sac.update_parameters(sac.memory if len(sac.memory) else _memory_for(sac), 4, sac.updates)
+
+
+def _memory_for(sac):
+    memory = ReplayMemory(100, seed=0, action_space=sac.action_space)
+    rng = np.random.default_rng(0)
+    for _ in range(8):
+        memory.push(rng.normal(size=3), rng.uniform(-2, 2, size=1), 1.0, rng.normal(size=3), 0.0)
+    return memory
+
+
+def test_seed_defaults_batch_32_and_ten_million_transitions_allocated_lazily():
+    sac = SAC(gym.make("Pendulum-v1"), hidden_size=8)
+    assert sac.batch_size == 32 and sac.memory.capacity == 10_000_000
+    assert not sac.memory.buffer.allocated  # nothing is allocated before the first transition
+
+
+def test_verbose_histogram_writes_weight_histograms(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    sac = SAC(gym.make("Pendulum-v1"), hidden_size=8, log_dir=tmp_path, verbose_histogram=True)
+    sac.update_parameters(_memory_for(sac), 4, 0)
+    sac.close()
+    events = EventAccumulator(str(tmp_path), size_guidance={"histograms": 0})
+    events.Reload()
+    tags = events.Tags()["histograms"]
+    assert any(t.startswith("weights/actor") for t in tags)
+    assert any(t.startswith("weights/critic") for t in tags)
+
+
+def test_the_facade_trains_through_the_gin_loops_collector_and_learner():
+    sac = SAC(gym.make("Pendulum-v1"), hidden_size=8, batch_size=8, seed=0)
+    out = sac.train(num_episodes=1, max_steps=30, verbose=False, warmup_steps=10)
+    from super_sac.collector import Collector
+    from super_sac.learner import Learner
+
+    assert isinstance(sac._collector, Collector) and isinstance(sac.learner, Learner)
+    assert sac.total_steps == 30 and len(sac.memory) == 30 and len(out["episode_rewards"]) == 1
+    # updates start once 10 warm-up steps are done and the memory holds a batch
+    assert out["updates"] == 30 - 10 + 1
+    assert sac.settings.target_delay == sac.target_update_interval
