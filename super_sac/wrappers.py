@@ -115,17 +115,21 @@ class ActionScaler:
         self.dtype = space.dtype
         self._tensors: dict[torch.device, tuple[torch.Tensor, torch.Tensor]] = {}
 
-    def to_env(self, action: np.ndarray) -> np.ndarray:
-        """``[-1, 1]`` -> env bounds, in the action space's dtype."""
-        unit = np.clip(np.asarray(action, dtype=np.float64), -1.0, 1.0)
-        scaled = self.low + (unit + 1.0) * 0.5 * (self.high - self.low)
+    def to_env(self, action: np.ndarray, clip: bool = True) -> np.ndarray:
+        """``[-1, 1]`` -> env bounds, in the action space's dtype (``clip=False``: float64,
+        values outside ``[-1, 1]`` map linearly outside the bounds)."""
+        unit = np.asarray(action, dtype=np.float64)
+        if not clip:
+            return self.low + (unit + 1.0) * 0.5 * (self.high - self.low)
+        scaled = self.low + (np.clip(unit, -1.0, 1.0) + 1.0) * 0.5 * (self.high - self.low)
         return np.clip(scaled, self.low, self.high).astype(self.dtype, copy=False)
 
-    def to_unit(self, action: np.ndarray) -> np.ndarray:
-        """Env bounds -> ``[-1, 1]`` (float32)."""
+    def to_unit(self, action: np.ndarray, clip: bool = True) -> np.ndarray:
+        """Env bounds -> ``[-1, 1]`` (float32; ``clip=False`` keeps values outside the bounds
+        outside ``[-1, 1]``, so that dataset checks can see them)."""
         scaled = np.asarray(action, dtype=np.float64)
         unit = 2.0 * (scaled - self.low) / (self.high - self.low) - 1.0
-        return np.clip(unit, -1.0, 1.0).astype(np.float32)
+        return (np.clip(unit, -1.0, 1.0) if clip else unit).astype(np.float32)
 
     def to_env_tensor(self, action: torch.Tensor) -> torch.Tensor:
         """:meth:`to_env` for float32 tensors, on the tensor's device."""

@@ -327,11 +327,14 @@ def test_save_writes_the_documented_files(tmp_path):
     assert not (folder / "optimizers.pt").exists()
 
 
-def test_default_save_folder_is_under_runs(tmp_path, monkeypatch):
+def test_default_save_folder_is_the_gin_loops_save_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SSAC_SAVE", raising=False)
     folder = pendulum().save()
-    assert folder.parent.name == "runs" and folder.name.startswith("sac_")
+    assert folder.parent.name == "saves" and folder.name.startswith("sac_")
     assert (tmp_path / folder / "agent.pt").exists()
+    monkeypatch.setenv("SSAC_SAVE", str(tmp_path / "elsewhere"))
+    assert pendulum().save().parent == tmp_path / "elsewhere"
 
 
 @pytest.mark.parametrize("policy_type", ["Gaussian", "Deterministic"])

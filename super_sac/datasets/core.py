@@ -10,6 +10,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from super_sac.wrappers import ActionScaler
+
 _NPZ_KEYS = ("action", "reward", "terminated", "truncated")
 
 
@@ -74,15 +76,14 @@ def _obs_dict(obs: np.ndarray | dict[str, np.ndarray], key: str = "obs") -> dict
 
 
 def _normalize_actions(action: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
-    """Env units -> ``[-1, 1]`` (the inverse of NormActionSpace's rescaling)."""
-    low, high = np.asarray(low, np.float64), np.asarray(high, np.float64)
-    return (2.0 * (np.asarray(action, np.float64) - low) / (high - low) - 1.0).astype(np.float32)
+    """Env units -> ``[-1, 1]`` with the library's one rescaler, unclipped (out-of-bounds dataset
+    actions stay visible to :func:`validate_transitions`)."""
+    return ActionScaler(spaces.Box(np.asarray(low), np.asarray(high))).to_unit(action, clip=False)
 
 
 def _denormalize_actions(action: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
-    """``[-1, 1]`` -> env units."""
-    low, high = np.asarray(low, np.float64), np.asarray(high, np.float64)
-    return low + (np.asarray(action, np.float64) + 1.0) * 0.5 * (high - low)
+    """``[-1, 1]`` -> env units (float64, unclipped)."""
+    return ActionScaler(spaces.Box(np.asarray(low), np.asarray(high))).to_env(action, clip=False)
 
 
 def episodes_to_transitions(episodes: Sequence[Episode], action_space: spaces.Space) -> Transitions:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import warnings
 from datetime import datetime
@@ -133,7 +134,8 @@ def check_env_matches(env: Any, env_config: dict[str, Any]) -> None:
 
 
 def default_run_path(prefix: str) -> Path:
-    return Path("runs") / f"{prefix}_{datetime.now():%Y%m%d-%H%M%S}"
+    """``$SSAC_SAVE/<prefix>_<date-time>`` (default ``./saves``, as for gin runs)."""
+    return Path(os.environ.get("SSAC_SAVE", "./saves")) / f"{prefix}_{datetime.now():%Y%m%d-%H%M%S}"
 
 
 class SavingMixin:
@@ -183,7 +185,7 @@ class SavingMixin:
         critics, the policy and alpha, and the update counter) so that training can continue
         exactly where it stopped.
 
-        :param path: the folder (created if needed); default ``runs/sac_<date-time>``.
+        :param path: the folder (created if needed); default ``$SSAC_SAVE/sac_<date-time>``.
         :param save_gradients: include the optimizer states.
         :return: the folder.
         """

@@ -79,7 +79,7 @@ class TrainingMixin:
         :param max_steps: cut episodes at this many steps (a truncation); ``None``: the env's own
             end.
         :param save_best: save the agent whenever an episode beats the best return so far.
-        :param save_path: the folder for those saves (default ``runs/sac_best_<date-time>``).
+        :param save_path: the folder for those saves (default ``$SSAC_SAVE/sac_best_<date-time>``).
         :param verbose: show the progress bar.
         :param kwargs: ``save_best_with_gradients`` (bool, default False: include the optimizer
             states in the best saves) and ``warmup_steps`` (int, default 0: act uniformly at
@@ -146,7 +146,7 @@ class TrainingMixin:
             (``save_best``).
         :param reward_window: episodes in that mean.
         :param save_best: save the agent when the windowed mean return improves.
-        :param save_path: the folder for those saves (default ``runs/sac_best_<date-time>``).
+        :param save_path: the folder for those saves (default ``$SSAC_SAVE/sac_best_<date-time>``).
         :param save_best_with_gradients: include the optimizer states in those saves.
         :param verbose: print the progress lines.
         :return: ``{"episode_rewards": [...], "best_reward": float, "updates": int,
