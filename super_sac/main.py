@@ -10,7 +10,6 @@ advantage-filtered BC updates on the buffer's data, no env interaction) and ``ru
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 import os
 import shutil
@@ -29,6 +28,7 @@ from tqdm.auto import tqdm
 from super_sac import adv_estimator, checkpoint, learning
 from super_sac import learning_utils as lu
 from super_sac.agent import Agent
+from super_sac.config import TrainConfig
 from super_sac.evaluation import evaluate_agent
 from super_sac.loggers import NullLogger, make_logger
 from super_sac.replay import AdvantageIndex, NStepQueue, ReplayBuffer
@@ -1149,21 +1149,3 @@ def super_sac(
     if seed is not None:
         set_seed(seed)
     return Trainer(agent, buffer, train_env, test_env, cfg).run()
-
-
-def _config_class() -> type:
-    """``TrainConfig``: a dataclass with one field per setting of :func:`super_sac`, built from
-    its signature so that names and defaults live in one place."""
-    objects = ("agent", "buffer", "train_env", "test_env")
-    fields = [
-        (p.name, p.annotation, dataclasses.field(default=p.default))
-        for p in inspect.signature(super_sac).parameters.values()
-        if p.name not in objects
-    ]
-    cls = dataclasses.make_dataclass("TrainConfig", fields)
-    cls.__module__ = __name__
-    cls.__doc__ = "Every setting of :func:`super_sac` (see its docstring for their meaning)."
-    return cls
-
-
-TrainConfig = _config_class()
