@@ -3,24 +3,26 @@ the fix."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import ast
+import dataclasses
+import difflib
+import functools
+import numbers
+import os
+import types
+import typing
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
-from super_sac import adv_estimator
-from super_sac import learning_utils as lu
 from super_sac.agent import Agent
-from super_sac.loggers import LOGGING_METHODS, resolve_wandb_target
+from super_sac.config import TrainConfig, format_type
+from super_sac.loggers import resolve_wandb_target
 from super_sac.replay import ReplayBuffer
-from super_sac.utils import MATMUL_PRECISIONS
 from super_sac.wrappers import has_finite_bounds
-
-if TYPE_CHECKING:
-    from super_sac.main import TrainConfig
-
 
 # Settings of features that other parts of the roadmap add; each must stay at its default here.
 _NOT_YET = {
@@ -42,10 +44,138 @@ def _err(binding: str, problem: str, fix: str) -> ConfigError:
     return ConfigError(f"super_sac.{binding}: {problem}. Fix: {fix}")
 
 
+# ------------------------------------------------------------------ types of the values
+
+
+@functools.cache
+def _setting_types() -> dict[str, Any]:
+    return typing.get_type_hints(TrainConfig)
+
+
+def _alternatives(tp: Any) -> tuple[Any, ...]:
+    """The members of a union annotation (``int | None`` -> ``(int, NoneType)``), else ``(tp,)``."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return typing.get_args(tp)
+    return (tp,)
+
+
+def _choices(tp: Any) -> list[Any]:
+    """The values a ``Literal`` annotation (possibly inside a union) accepts."""
+    return [
+        value
+        for alt in _alternatives(tp)
+        if typing.get_origin(alt) is Literal
+        for value in typing.get_args(alt)
+    ]
+
+
+def value_matches(value: Any, tp: Any) -> bool:
+    """Whether ``value`` is acceptable for a setting annotated ``tp``.
+
+    Integers are accepted for ``float`` (gin reads ``init_alpha = 1`` as an int) and numpy
+    scalars count as Python numbers, but ``bool`` and ``int`` stay apart: ``batch_size = True``
+    and ``render = 1`` are rejected, although Python's bool is a subclass of int.
+    """
+    if tp is Any:
+        return True
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return any(value_matches(value, alt) for alt in typing.get_args(tp))
+    if typing.get_origin(tp) is Literal:
+        return any(isinstance(value, type(c)) and value == c for c in typing.get_args(tp))
+    if tp is type(None):
+        return value is None
+    if tp is bool:
+        return isinstance(value, (bool, np.bool_))
+    if tp is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if tp is float:
+        return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    return isinstance(value, typing.get_origin(tp) or tp)
+
+
+def describe_type(tp: Any) -> str:
+    """An annotation in words: ``an integer or None``, ``one of 'min', 'mean', 'first'``."""
+    words = {
+        bool: "True or False",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        dict: "a dict",
+        os.PathLike: "a path",
+        type(None): "None",
+    }
+    parts = []
+    if _choices(tp):
+        parts.append("one of " + ", ".join(repr(c) for c in _choices(tp)))
+    for alt in _alternatives(tp):
+        if typing.get_origin(alt) is not Literal:
+            key = typing.get_origin(alt) or alt
+            parts.append(words.get(key, f"a {format_type(alt)}"))
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " or " + parts[-1]
+
+
+def _example(value: Any, tp: Any, default: Any) -> tuple[Any, str]:
+    """A value that fits ``tp``, as close to the bound ``value`` as possible, and where it came
+    from: the bound text read as a literal (``'256'`` -> 256), a whole float as an integer
+    (``1e6`` -> 1000000), 0/1 as a bool, the closest accepted string, or else the default."""
+    seen = [value]
+    if isinstance(value, str):
+        try:
+            seen.append(ast.literal_eval(value.strip()))
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            pass
+    converted = []
+    for v in seen:
+        if isinstance(v, float) and v.is_integer():
+            converted.append(int(v))
+        if isinstance(v, int) and not isinstance(v, bool) and v in (0, 1):
+            converted.append(bool(v))
+    for candidate in seen[1:] + converted:
+        if value_matches(candidate, tp):
+            return candidate, ""
+    strings = [c for c in _choices(tp) if isinstance(c, str)]
+    if isinstance(value, str) and strings:
+        lowered = {c.lower(): c for c in strings}
+        close = difflib.get_close_matches(value.lower(), list(lowered), n=1, cutoff=0.6)
+        if close:
+            return lowered[close[0]], " (the closest accepted value)"
+    return default, " (the default)"
+
+
+def _a(noun: str) -> str:
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+
+
+def check_setting_types(cfg: TrainConfig) -> None:
+    """Check every setting's value against its annotation in :class:`TrainConfig`.
+
+    :raises ConfigError: one line naming the binding, the value and its type, the expected type
+        and a value that would fit, e.g. ``super_sac.batch_size = 'abc': got a str, expected an
+        integer. Fix: bind an integer, e.g. super_sac.batch_size = 256 (the default)``.
+    """
+    hints = _setting_types()
+    for field in dataclasses.fields(TrainConfig):
+        value, tp = getattr(cfg, field.name), hints[field.name]
+        if value_matches(value, tp):
+            continue
+        expected = describe_type(tp)
+        example, source = _example(value, tp, field.default)
+        kind = "one of them" if _choices(tp) and isinstance(value, str) else expected
+        raise _err(
+            f"{field.name} = {value!r}",
+            f"got {'None' if value is None else _a(type(value).__name__)}, expected {expected}",
+            f"bind {kind}, e.g. super_sac.{field.name} = {example!r}{source}",
+        )
+
+
 def validate_config(
     cfg: TrainConfig, agent: Agent, buffer: ReplayBuffer, train_env: Any, test_env: gym.Env
 ) -> None:
-    """Reject settings that cannot work, with messages naming the binding and the fix."""
+    """Reject settings that cannot work, with messages naming the binding and the fix.
+
+    Every value is first checked against its field's annotation (:func:`check_setting_types`).
+    """
+    check_setting_types(cfg)
     wants_afbc = cfg.use_afbc_update_online or cfg.num_steps_offline > 0 or cfg.bc_warmup_steps
     if wants_afbc and not (agent.stochastic or agent.discrete):
         raise ConfigError(
@@ -104,29 +234,11 @@ def validate_config(
             "2 of 10 for REDQ)",
         )
     _validate_ensemble(cfg, agent)
-    if cfg.matmul_precision not in MATMUL_PRECISIONS:
-        raise _err(
-            f"matmul_precision = {cfg.matmul_precision!r}",
-            "unknown float32 matmul precision",
-            f"choose one of {MATMUL_PRECISIONS} (torch.set_float32_matmul_precision)",
-        )
     if cfg.pop and getattr(agent.critic, "popart", None) is None:
         raise _err(
             "pop = True",
             "preserving outputs needs PopArt statistics on the critic",
             "set Agent.auto_rescale_targets = True as well (or pop = False)",
-        )
-    if cfg.actor_q_reduction not in lu.CRITIC_REDUCTIONS:
-        raise _err(
-            f"actor_q_reduction = {cfg.actor_q_reduction!r}",
-            "unknown reduction",
-            f"choose one of {lu.CRITIC_REDUCTIONS}",
-        )
-    if cfg.logging_method not in LOGGING_METHODS:
-        raise _err(
-            f"logging_method = {cfg.logging_method!r}",
-            "unknown logging method",
-            f"choose one of {LOGGING_METHODS}",
         )
     if cfg.logging_method == "wandb" and cfg.log_to_disk:
         resolve_wandb_target(cfg.wandb_entity, cfg.wandb_project)
@@ -166,11 +278,12 @@ def validate_config(
 
 def _validate_ensemble(cfg: TrainConfig, agent: Agent) -> None:
     """SUNRISE settings: backup weights and bootstrap masks."""
-    if cfg.weight_type not in lu.BACKUP_WEIGHT_TYPES:
+    if cfg.weight_type is None and cfg.weighted_bellman_temp:
         raise _err(
-            f"weight_type = {cfg.weight_type!r}",
-            "unknown weighted Bellman backup",
-            f"choose one of {lu.BACKUP_WEIGHT_TYPES}",
+            f"weight_type = None, weighted_bellman_temp = {cfg.weighted_bellman_temp}",
+            "weighted Bellman backups need a weight formula",
+            "set weight_type = 'sunrise' (the paper's) or 'softmax', or weighted_bellman_temp "
+            "= None",
         )
     if cfg.weighted_bellman_temp is not None and cfg.weighted_bellman_temp < 0:
         raise _err(
@@ -290,12 +403,6 @@ def _validate_phases(cfg: TrainConfig, agent: Agent, buffer: ReplayBuffer) -> No
             "afbc_per = True",
             "advantage-prioritized batches are only drawn by AFBC updates, and none run",
             "set num_steps_offline > 0 or use_afbc_update_online = True, or afbc_per = False",
-        )
-    if cfg.afbc_filter not in adv_estimator.ADV_FILTERS:
-        raise _err(
-            f"afbc_filter = {cfg.afbc_filter!r}",
-            "unknown advantage filter",
-            f"choose one of {adv_estimator.ADV_FILTERS} (binary = CRR, exp = AWAC, none = BC)",
         )
     for key in ("afbc_temperature", "afbc_max_weight"):
         if not getattr(cfg, key) > 0:
