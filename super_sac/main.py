@@ -320,8 +320,7 @@ class Trainer:
         self._run_phase(lambda: self.bc_update() or True)
 
     def run_offline(self) -> None:
-        """The offline phase: ``num_steps_offline`` steps of critic and AFBC actor updates on
-        the buffer's data (no env interaction)."""
+        """The offline phase: critic and AFBC actor updates on the buffer's data, no env steps."""
         self._run_phase(lambda: self.update(phase="offline") or True)
 
     def run_online(self) -> None:
