@@ -12,13 +12,11 @@ import signal
 import sys
 from pathlib import Path
 
+import torch
+
+from super_sac import checkpoint, cli, learning, replay
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "experiments" / "gym"))
-
-import torch  # noqa: E402
-import train_gym  # noqa: E402
-
-from super_sac import checkpoint, learning, replay  # noqa: E402
 
 SMALL = [
     "Agent.hidden_size = 32",
@@ -125,7 +123,7 @@ def main() -> None:
         ]
         for binding in SMALL:
             argv += ["--gin_bindings", binding]
-    summary = train_gym.main(argv)
+    summary = cli.train_gym(argv, search_dirs=[ROOT / "experiments" / "gym"])
     print("RUN_DIR", summary["run_dir"])
 
 

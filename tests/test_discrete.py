@@ -2,7 +2,7 @@
 epsilon-greedy exploration, and the loop on CartPole."""
 
 import math
-import sys
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -10,9 +10,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from test_learning import _batch as learning_batch
+from test_main import SMALL as GYM_SMALL
 
 import super_sac
-from super_sac import Agent, ReplayBuffer, learning, nets, optim
+from super_sac import Agent, ReplayBuffer, cli, learning, nets, optim
 from super_sac import learning_utils as lu
 from super_sac.main import ConfigError
 from super_sac.nets.mlps import (
@@ -24,10 +26,7 @@ from super_sac.nets.mlps import (
 from super_sac.wrappers import make_gym_env
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "experiments" / "gym"))
-import train_gym  # noqa: E402
-from test_learning import _batch as learning_batch  # noqa: E402
-from test_main import SMALL as GYM_SMALL  # noqa: E402
+train_gym = partial(cli.train_gym, search_dirs=[ROOT / "experiments" / "gym"])
 
 LN_025, LN_075, LN_05 = math.log(0.25), math.log(0.75), math.log(0.5)
 
@@ -268,7 +267,7 @@ SMALL = [*GYM_SMALL, "super_sac.checkpoint_interval = 150"]
 def _cartpole(steps=300, extra=(), argv=(), env="CartPole-v1", config="sac_discrete.gin"):
     bindings = [x for b in SMALL + list(extra) for x in ("--gin_bindings", b)]
     args = ["--env", env, "--config", config, "--steps", str(steps)]
-    return train_gym.main([*args, "--seed", "0", *bindings, *argv])
+    return train_gym([*args, "--seed", "0", *bindings, *argv])
 
 
 def test_sac_discrete_gin_trains_on_cartpole_and_resumes():
@@ -276,7 +275,7 @@ def test_sac_discrete_gin_trains_on_cartpole_and_resumes():
     assert summary["env_steps"] == 300 and summary["critic_updates"] == 200
     assert np.isfinite(summary["final_eval_return"])
     # the end-of-run checkpoint holds the running episode's integer actions; resuming replays them
-    resumed = train_gym.main(["--resume", summary["run_dir"], "--steps", "400"])
+    resumed = train_gym(["--resume", summary["run_dir"], "--steps", "400"])
     assert resumed["env_steps"] == 400
 
 

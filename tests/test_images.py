@@ -1,7 +1,6 @@
 """Image observations: CNN encoders and conv arithmetic, image wrappers, the MinAtar adapter,
 uint8 replay storage, and short runs of the MinAtar and Atari gin files."""
 
-import sys
 from pathlib import Path
 
 import gymnasium as gym
@@ -11,7 +10,7 @@ import torch
 from gymnasium import spaces
 from torch import nn
 
-from super_sac import Agent, ReplayBuffer, learning, optim
+from super_sac import Agent, ReplayBuffer, cli, learning, optim
 from super_sac.nets.cnns import (
     ImageAndStateEncoder,
     MinAtarEncoder,
@@ -257,29 +256,30 @@ TINY = [
 ]
 
 
-def _script(folder, name):
-    sys.path.insert(0, str(ROOT / "experiments" / folder))
-    return __import__(name)
+def train_minatar(argv):
+    return cli.train_minatar(argv, search_dirs=[ROOT / "experiments" / "minatar"])
+
+
+def train_atari(argv):
+    return cli.train_atari(argv, search_dirs=[ROOT / "experiments" / "atari"])
 
 
 def test_minatar_script_runs_basic_online_gin():
-    train_minatar = _script("minatar", "train_minatar")
     bindings = [*TINY, "MinAtarEncoder.emb_dim = 8"]
     argv = ["--game", "breakout", "--config", "basic_online.gin", "--steps", "200", "--seed", "0",
             "--max_episode_steps", "100"]  # fmt: skip
-    summary = train_minatar.main(argv + [x for b in bindings for x in ("--gin_bindings", b)])
+    summary = train_minatar(argv + [x for b in bindings for x in ("--gin_bindings", b)])
     assert summary["env_steps"] == 200 and summary["critic_updates"] == 150
     assert np.isfinite(summary["final_eval_return"])
     assert Path(summary["run_dir"]).name.startswith("basic_online_breakout")
 
 
 def test_atari_script_runs_basic_online_gin():
-    train_atari = _script("atari", "train_atari")
     bindings = [*TINY, "NatureEncoder.emb_dim = 16", "super_sac.target_delay = 10",
                 "super_sac.save_to_disk = False", "super_sac.log_to_disk = False"]  # fmt: skip
     argv = ["--game", "Breakout", "--config", "basic_online.gin", "--steps", "60", "--seed", "0",
             "--max_episode_steps", "30"]  # fmt: skip
-    summary = train_atari.main(argv + [x for b in bindings for x in ("--gin_bindings", b)])
+    summary = train_atari(argv + [x for b in bindings for x in ("--gin_bindings", b)])
     # 60 steps x 4 transitions; updates start after the 50 warm-up transitions (step 13)
     assert summary["env_steps"] == 240 and summary["critic_updates"] == 48
     assert np.isfinite(summary["final_eval_return"])
@@ -298,12 +298,11 @@ def test_minatar_script_learns_offline_from_a_recorded_dataset(tmp_path, config,
     env = make_minatar_env("breakout", max_episode_steps=100)
     episodes, _, act_space = datasets.record_episodes(env, datasets.random_policy(env, 0), 300)
     path = datasets.save_npz(tmp_path / "breakout-random.npz", episodes, act_space)
-    train_minatar = _script("minatar", "train_minatar")
     bindings = [*TINY, "MinAtarEncoder.emb_dim = 8", "super_sac.num_steps_online = 0",
                 "super_sac.eval_interval = 60"]  # fmt: skip
     argv = ["--game", "breakout", "--config", config, "--dataset", str(path), "--seed", "0",
             "--max_episode_steps", "100", *steps]  # fmt: skip
-    summary = train_minatar.main(argv + [x for b in bindings for x in ("--gin_bindings", b)])
+    summary = train_minatar(argv + [x for b in bindings for x in ("--gin_bindings", b)])
     assert summary["env_steps"] == 0
     assert [e["phase"] for e in summary["eval_history"]] == [phase]
     assert summary["critic_updates"] == (60 if phase == "offline" else 0)

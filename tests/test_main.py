@@ -2,7 +2,7 @@
 the errors raised before training."""
 
 import json
-import sys
+from functools import partial
 from pathlib import Path
 
 import gin
@@ -13,14 +13,13 @@ import torch
 from gymnasium import spaces
 
 import super_sac
-from super_sac import Agent, ReplayBuffer, nets
+from super_sac import Agent, ReplayBuffer, cli, nets
 from super_sac.config import GinConfigError, parse_gin
 from super_sac.main import ConfigError, TrainConfig, Trainer
 from super_sac.wrappers import NormActionSpace, SimpleGymWrapper, make_gym_env
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "experiments" / "gym"))
-import train_gym  # noqa: E402
+train_gym = partial(cli.train_gym, search_dirs=[ROOT / "experiments" / "gym"])
 
 SMALL = [
     "Agent.hidden_size = 32",
@@ -38,7 +37,7 @@ SMALL = [
 
 def _train(config, steps=300, extra=(), argv=()):
     bindings = [x for b in SMALL + list(extra) for x in ("--gin_bindings", b)]
-    return train_gym.main(
+    return train_gym(
         [
             "--env",
             "Pendulum-v1",
@@ -139,7 +138,7 @@ def test_original_style_gin_file_loads_unchanged(tmp_path):
         "main.super_sac.max_episode_steps = 20\n"
         "replay.ReplayBuffer.size = 1000\n"
     )
-    summary = train_gym.main(["--config", str(cfg), "--steps", "100", "--logging", "none"])
+    summary = train_gym(["--config", str(cfg), "--steps", "100", "--logging", "none"])
     assert summary["env_steps"] == 100 and summary["critic_updates"] == 50
 
 

@@ -2,7 +2,7 @@
 what is logged, exact resume inside a phase, the settings' validation, and the offline training
 script with bc.gin and awac.gin."""
 
-import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -10,15 +10,16 @@ import pytest
 import torch
 
 import super_sac
-from super_sac import Agent, ReplayBuffer, learning, nets
+from super_sac import Agent, ReplayBuffer, cli, learning, nets
 from super_sac import datasets as ds
 from super_sac.loggers import NullLogger
 from super_sac.main import ConfigError, TrainConfig, Trainer
 from super_sac.wrappers import make_gym_env
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "experiments" / "offline"))
-import train_offline  # noqa: E402
+train_offline = partial(
+    cli.train_offline, search_dirs=[ROOT / "experiments" / "offline", ROOT / "experiments" / "gym"]
+)
 
 
 @pytest.fixture(scope="module")
@@ -247,9 +248,7 @@ def test_offline_script_trains_with_each_gin_file(dataset, config, steps, extra)
     ]
     argv = ["--config", config, "--dataset", str(dataset), "--seed", "0", "--threads", "1"]
     argv += ["--logging", "none"]
-    summary = train_offline.main(
-        argv + steps + [x for b in bindings for x in ("--gin_bindings", b)]
-    )
+    summary = train_offline(argv + steps + [x for b in bindings for x in ("--gin_bindings", b)])
     phases = [e["phase"] for e in summary["eval_history"]]
     if config == "bc.gin":
         assert phases == ["bc", "bc"] and summary["critic_updates"] == 0
@@ -263,7 +262,7 @@ def test_offline_script_trains_with_each_gin_file(dataset, config, steps, extra)
 
 def test_offline_script_explains_a_missing_dataset(tmp_path):
     with pytest.raises(ds.DatasetError, match="no Minari dataset 'nope/none-v0'"):
-        train_offline.main(
+        train_offline(
             ["--dataset", "nope/none-v0", "--datasets_path", str(tmp_path), "--logging", "none"]
         )
 
@@ -281,13 +280,13 @@ def test_offline_script_resumes_from_its_run_directory(dataset):
     ]
     argv = ["--config", "awac.gin", "--dataset", str(dataset), "--seed", "0", "--threads", "1",
             "--logging", "none", "--offline_steps", "100", "--steps", "50"]  # fmt: skip
-    first = train_offline.main(argv + [x for b in bindings for x in ("--gin_bindings", b)])
+    first = train_offline(argv + [x for b in bindings for x in ("--gin_bindings", b)])
     assert first["critic_updates"] == 150 and first["env_steps"] == 50
     # the resumed run takes the dataset and settings from the run directory, its buffer (with
     # the protected dataset) from the checkpoint, and only trains the extra online steps
-    resumed = train_offline.main(["--resume", first["run_dir"], "--steps", "80"])
+    resumed = train_offline(["--resume", first["run_dir"], "--steps", "80"])
     assert resumed["run_dir"] == first["run_dir"]
     assert resumed["env_steps"] == 80 and resumed["critic_updates"] == 180
     assert [e["phase"] for e in resumed["eval_history"]][-1] == "online"
     with pytest.raises(SystemExit):  # a new run needs its dataset
-        train_offline.main(["--config", "awac.gin", "--logging", "none"])
+        train_offline(["--config", "awac.gin", "--logging", "none"])

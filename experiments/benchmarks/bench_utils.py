@@ -1,26 +1,23 @@
 """Helpers shared by the benchmark scripts in this folder.
 
 The scripts are run as files (``python experiments/benchmarks/<name>.py``), so this module is
-imported as a sibling. It loads ``experiments/gym/train_gym.py`` by path (the experiments folder
-is not a package), runs our library through its ``main(argv)`` with nothing written to disk, and
-writes result tables.
+imported as a sibling (Python puts the script's folder first on its path). It runs our library
+through :func:`super_sac.cli.train_gym` (the command line of ``experiments/gym/train_gym.py``)
+with nothing written to disk, and writes result tables.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import platform
-import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
 RESULTS_DIR = HERE / "results"
-TRAIN_GYM_PATH = REPO_ROOT / "experiments" / "gym" / "train_gym.py"
+GYM_CONFIGS = REPO_ROOT / "experiments" / "gym"
 
 # Bindings that keep a run of ours entirely in memory: no run directory, no logger, no tqdm bar.
 QUIET_BINDINGS: tuple[str, ...] = (
@@ -28,22 +25,6 @@ QUIET_BINDINGS: tuple[str, ...] = (
     "super_sac.log_to_disk = False",
     "super_sac.verbosity = 0",
 )
-
-_train_gym: ModuleType | None = None
-
-
-def load_train_gym() -> ModuleType:
-    """Import ``experiments/gym/train_gym.py`` once and return the module."""
-    global _train_gym
-    if _train_gym is None:
-        spec = importlib.util.spec_from_file_location("train_gym", TRAIN_GYM_PATH)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {TRAIN_GYM_PATH}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["train_gym"] = module
-        spec.loader.exec_module(module)
-        _train_gym = module
-    return _train_gym
 
 
 def run_ours(
@@ -54,9 +35,9 @@ def run_ours(
     bindings: Sequence[str],
     threads: int,
 ) -> dict[str, Any]:
-    """Train our agent through ``train_gym.main`` and return its summary dict.
+    """Train our agent through :func:`super_sac.cli.train_gym` and return its summary dict.
 
-    ``train_gym.main`` finalises (locks) the global gin config when it parses the gin files, so
+    ``train_gym`` finalises (locks) the global gin config when it parses the gin files, so
     a second call in the same process would fail with "Attempted to modify locked Gin config";
     the config is therefore cleared before every call.
 
@@ -69,7 +50,8 @@ def run_ours(
     """
     import gin
 
-    train_gym = load_train_gym()
+    from super_sac import cli
+
     gin.clear_config()
     argv = [
         "--env", env_id, "--config", config, "--seed", str(seed), "--steps", str(steps),
@@ -77,7 +59,7 @@ def run_ours(
     ]
     for binding in (*QUIET_BINDINGS, *bindings):
         argv += ["--gin_bindings", binding]
-    return train_gym.main(argv)
+    return cli.train_gym(argv, search_dirs=[GYM_CONFIGS])
 
 
 def lr_bindings(lr: float, with_alpha: bool) -> list[str]:

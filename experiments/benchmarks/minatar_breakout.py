@@ -1,6 +1,6 @@
 """Benchmark: SAC-Discrete on MinAtar breakout against a uniform random policy.
 
-Ours runs ``experiments/minatar/basic_online.gin`` through ``train_minatar.main`` for
+Ours runs ``experiments/minatar/basic_online.gin`` through ``super_sac.cli.train_minatar`` for
 ``--steps`` env steps (default 100,000) with nothing written to disk, evaluated every
 ``--eval_every`` steps with 10 greedy episodes. The random policy plays ``--random_episodes``
 episodes of the same env (minimal action set, sticky actions 0.1, the same 10,000-step limit).
@@ -13,8 +13,6 @@ The issue's target: ours at 100,000 steps scores at least 5x the random policy's
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 import time
 import warnings
 from typing import Any
@@ -22,18 +20,12 @@ from typing import Any
 import bench_utils
 import numpy as np
 
+from super_sac import cli
+
 GAME = "breakout"
 MAX_EPISODE_STEPS = 10_000
 EVAL_EPISODES = 10
-SCRIPT = bench_utils.REPO_ROOT / "experiments" / "minatar" / "train_minatar.py"
-
-
-def _train_minatar():
-    spec = importlib.util.spec_from_file_location("train_minatar", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["train_minatar"] = module
-    spec.loader.exec_module(module)
-    return module
+MINATAR_CONFIGS = bench_utils.REPO_ROOT / "experiments" / "minatar"
 
 
 def run_ours(seed: int, steps: int, eval_every: int, extra: list[str]) -> dict[str, Any]:
@@ -48,7 +40,7 @@ def run_ours(seed: int, steps: int, eval_every: int, extra: list[str]) -> dict[s
     for b in bindings:
         argv += ["--gin_bindings", b]
     start = time.perf_counter()
-    summary = _train_minatar().main(argv)
+    summary = cli.train_minatar(argv, search_dirs=[MINATAR_CONFIGS])
     curve = [(int(e["env_steps"]), float(e["return_mean"])) for e in summary["eval_history"]]
     return {"curve": curve, "final_return": curve[-1][1], "best_return": max(r for _, r in curve),
             "env_steps_per_s": summary["env_steps_per_s"],

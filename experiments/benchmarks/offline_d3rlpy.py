@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -33,13 +32,10 @@ import bench_utils
 import numpy as np
 import torch
 
-sys.path.insert(0, str(bench_utils.REPO_ROOT / "experiments" / "offline"))
-
-import build_datasets  # noqa: E402
-import train_offline  # noqa: E402
-
-from super_sac.datasets import load_transitions  # noqa: E402
-from super_sac.wrappers import make_gym_env  # noqa: E402
+from super_sac import cli
+from super_sac.cli import dataset_id, normalized_score
+from super_sac.datasets import load_transitions
+from super_sac.wrappers import make_gym_env
 
 # algorithm -> dataset quality it is scored on
 RUNS = {"ours_bc": "expert", "d3rlpy_bc": "expert", "ours_awac": "medium", "d3rlpy_awac": "medium"}
@@ -79,7 +75,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run_ours(args: argparse.Namespace, algo: str, seed: int) -> dict[str, Any]:
-    """Our BC (bc.gin) or AWAC (awac.gin) through experiments/offline/train_offline.py."""
+    """Our BC (bc.gin) or AWAC (awac.gin) with the command line of
+    experiments/offline/train_offline.py."""
     import gin
 
     gin.clear_config()
@@ -87,7 +84,7 @@ def run_ours(args: argparse.Namespace, algo: str, seed: int) -> dict[str, Any]:
     argv = [
         "--env", args.env, "--seed", str(seed), "--threads", str(args.threads),
         "--logging", "none", "--device", "cpu",
-        "--dataset", build_datasets.dataset_id(args.env, quality),
+        "--dataset", dataset_id(args.env, quality),
         "--datasets_path", str(Path(args.data) / "minari"),
     ]  # fmt: skip
     if algo == "ours_bc":
@@ -103,7 +100,8 @@ def run_ours(args: argparse.Namespace, algo: str, seed: int) -> dict[str, Any]:
     ]
     for binding in bindings:
         argv += ["--gin_bindings", binding]
-    summary = train_offline.main(argv)
+    experiments = bench_utils.REPO_ROOT / "experiments"
+    summary = cli.train_offline(argv, search_dirs=[experiments / "offline", experiments / "gym"])
     history = summary["eval_history"]
     offline = [e for e in history if e["phase"] in ("bc", "offline")]
     online = [e for e in history if e["phase"] == "online"]
@@ -158,9 +156,7 @@ def run_d3rlpy(args: argparse.Namespace, algo: str, seed: int) -> dict[str, Any]
 
     d3rlpy.seed(seed)
     env = make_gym_env(args.env)
-    data, _ = load_transitions(
-        build_datasets.dataset_id(args.env, RUNS[algo]), env, Path(args.data) / "minari"
-    )
+    data, _ = load_transitions(dataset_id(args.env, RUNS[algo]), env, Path(args.data) / "minari")
     env.close()
     config = (
         d3rlpy.algos.BCConfig(batch_size=args.d3rlpy_batch)
@@ -190,7 +186,7 @@ def summarise(runs: list[dict[str, Any]], refs: dict[str, float]) -> dict[str, A
     """Mean and population std of the normalized scores per algorithm."""
 
     def norm(ret: float) -> float:
-        return build_datasets.normalized_score(ret, refs["random_return"], refs["expert_return"])
+        return normalized_score(ret, refs["random_return"], refs["expert_return"])
 
     table: dict[str, Any] = {}
     for algo in dict.fromkeys(r["algo"] for r in runs):

@@ -21,17 +21,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
+from super_sac import cli
+from super_sac.cli import dataset_id, normalized_score
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "gym"))
-
-import record_replay  # noqa: E402
-import train_gym  # noqa: E402
+GYM = HERE.parent / "gym"
 
 # env id -> SAC training steps, checkpoint interval, transitions per dataset
 ENVS: dict[str, dict[str, int]] = {
@@ -40,11 +38,6 @@ ENVS: dict[str, dict[str, int]] = {
 }
 QUALITIES = ("random", "medium", "expert")
 MEDIUM_FRACTION = 0.4
-
-
-def dataset_id(env_id: str, quality: str) -> str:
-    """Minari id of a dataset, e.g. ``super_sac/halfcheetah-medium-v0``."""
-    return f"super_sac/{env_id.split('-')[0].lower()}-{quality}-v0"
 
 
 def npz_path(out: Path, env_id: str, quality: str) -> Path:
@@ -60,7 +53,7 @@ def train_agents(out: Path, envs: list[str]) -> None:
     os.environ["SSAC_SAVE"] = str(out / "agents")
     for env_id in envs:
         spec = ENVS[env_id]
-        train_gym.main(
+        cli.train_gym(
             [
                 "--env", env_id, "--config", "sac.gin", "--seed", "0",
                 "--steps", str(spec["train_steps"]), "--threads", "1",
@@ -70,7 +63,8 @@ def train_agents(out: Path, envs: list[str]) -> None:
                 "--gin_bindings", "super_sac.keep_checkpoints = 100",
                 "--gin_bindings", f"super_sac.eval_interval = {spec['interval']}",
                 "--gin_bindings", "super_sac.eval_episodes = 3",
-            ]
+            ],
+            search_dirs=[GYM],
         )  # fmt: skip
 
 
@@ -110,7 +104,7 @@ def record_all(out: Path, envs: list[str], overwrite: bool) -> dict[str, Any]:
                 "--datasets_path", str(out / "minari"),
                 "--npz", str(npz_path(out, env_id, quality)), "--seed", "0",
             ] + (["--overwrite"] if overwrite else [])  # fmt: skip
-            summaries[quality] = record_replay.main(argv)
+            summaries[quality] = cli.record_dataset(argv, search_dirs=[HERE, GYM])
         random_ret = summaries["random"]["return_mean"]
         expert_ret = summaries["expert"]["return_mean"]
         refs[env_id] = {
@@ -133,11 +127,6 @@ def record_all(out: Path, envs: list[str], overwrite: bool) -> dict[str, Any]:
             },
         }
     return refs
-
-
-def normalized_score(ret: float, random_return: float, expert_return: float) -> float:
-    """D4RL's normalized score: 0 = random policy, 100 = expert policy."""
-    return 100.0 * (ret - random_return) / (expert_return - random_return)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,46 +15,19 @@ then in experiments/gym/.
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
+from super_sac import cli
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "gym"))
-
-import train_gym  # noqa: E402
-
-from super_sac.datasets import DatasetError  # noqa: E402
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = train_gym.build_parser(__doc__)
-    p.set_defaults(config="awac.gin")
-    train_gym.add_dataset_args(p, required=False)
-    return p
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.dataset is None and not args.resume:
-        parser.error("--dataset is required (a resumed run takes it from its run directory)")
-    if args.name is None and not args.resume:
-        args.name = f"{Path(args.config).stem}_{Path(args.dataset).stem.replace('/', '_')}"
-    return train_gym.run(
-        args,
-        lambda a: train_gym.make_envs(a.env, a.parallel_envs, a.max_episode_steps),
-        train_gym.build_agent,
-        script="experiments/offline/train_offline.py",
-        task_key="env",
-        search_dirs=[HERE, HERE.parent / "gym"],
-        prepare_buffer=train_gym.dataset_loader(args),
-        extra_saved_args=("dataset", "datasets_path"),
-    )
+    return cli.train_offline(argv, search_dirs=[HERE, HERE.parent / "gym"], description=__doc__)
 
 
 if __name__ == "__main__":
     os.environ.setdefault("MUJOCO_GL", "egl")
-    train_gym.cli(main, extra_errors=(DatasetError,))
+    cli.cli(main)

@@ -1,0 +1,166 @@
+"""The scripts' command line (super_sac.cli): the scripts import it without touching sys.path,
+and unknown envs, malformed gin bindings and other mistakes end in one line with status 2."""
+
+import re
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from super_sac import cli
+from super_sac.config import GinConfigError
+from super_sac.validation import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = [
+    "experiments/gym/train_gym.py",
+    "experiments/offline/train_offline.py",
+    "experiments/offline/record_replay.py",
+    "experiments/offline/build_datasets.py",
+    "experiments/minatar/train_minatar.py",
+    "experiments/atari/train_atari.py",
+]
+
+
+def test_no_script_or_test_patches_sys_path():
+    offenders = [
+        str(path.relative_to(ROOT))
+        for folder in ("experiments", "tests")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if "sys.path.insert" in path.read_text() and path.name != "test_cli.py"
+    ]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_scripts_load_and_show_their_help(script, capsys):
+    namespace = runpy.run_path(str(ROOT / script), run_name="script_under_test")
+    with pytest.raises(SystemExit) as exit_info:
+        namespace["main"](["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage:") and script.split("/")[-1] in out  # the docstring's examples
+
+
+def test_benchmark_script_imports_the_package_and_runs():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "experiments/benchmarks/offline_d3rlpy.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "--online_steps" in proc.stdout
+
+
+def test_unknown_env_id_is_one_line_with_close_matches_and_the_fix():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "experiments/gym/train_gym.py"), "--env", "Pendulm-v1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: unknown gymnasium env id 'Pendulm-v1'")
+    assert "Did you mean Pendulum-v1" in lines[0] and "pip install 'gymnasium[mujoco]'" in lines[0]
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v9", "pendulum-v1", "Pendulm-v1"])
+def test_make_env_suggests_the_registered_id(env_id):
+    with pytest.raises(cli.UnknownEnvError, match=r"Did you mean Pendulum-v1\b"):
+        cli.make_env(env_id)
+
+
+def test_unknown_env_without_a_close_id_still_names_the_fix():
+    message = cli.unknown_env_message("NoSuchThing-v0")
+    assert "Did you mean" not in message
+    assert "'NoSuchThing-v0'" in message and "gymnasium[box2d]" in message
+
+
+@pytest.mark.filterwarnings("ignore:.*out of date")
+def test_deprecated_env_version_names_the_current_one():
+    with pytest.raises(cli.UnknownEnvError, match="Pendulum-v1"):
+        cli.make_env("Pendulum-v0")
+
+
+def test_unknown_atari_game_suggests_ale_games():
+    pytest.importorskip("ale_py")
+    with pytest.raises(cli.UnknownEnvError, match="unknown Atari game 'Breakot'.*Breakout"):
+        cli.make_atari("Breakot")
+
+
+def test_unknown_minatar_game_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.minatar_parser().parse_args(["--game", "breakot"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'breakot'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "super_sac.batch_size = [1",  # gin reports the next binding's line; we name this one
+        "super_sac.batch_size =",
+        "batch_size 5",
+    ],
+)
+def test_malformed_binding_is_named(bad):
+    bindings = ["super_sac.gamma = 0.9", bad, "super_sac.num_steps_online = 10"]
+    with pytest.raises(GinConfigError, match=re.escape(f"cannot parse gin binding {bad!r}")):
+        cli.parse_gin_args([], bindings, [])
+
+
+def test_malformed_config_line_names_file_and_line(tmp_path):
+    config = tmp_path / "bad.gin"
+    config.write_text("super_sac.gamma = 0.9\nsuper_sac.batch_size =\n")
+    with pytest.raises(GinConfigError, match=r"bad.gin, line 2 \('super_sac.batch_size ='\)"):
+        cli.parse_gin_args([config], [], [])
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ConfigError("super_sac.batch_size: too small. Fix: raise it"),
+        GinConfigError("no configurable"),
+        cli.UnknownEnvError("unknown env"),
+        FileNotFoundError("gin config x.gin not found"),
+    ],
+)
+def test_cli_prints_user_errors_as_one_line_with_status_2(error, capsys):
+    def main():
+        raise error
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.cli(main)
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == f"error: {error}\n"
+
+
+def test_cli_lets_programming_errors_through():
+    def main():
+        raise KeyError("a bug")
+
+    with pytest.raises(KeyError):
+        cli.cli(main)
+
+
+def test_resume_needs_a_run_directory(tmp_path):
+    args = cli.build_parser().parse_args(["--resume", str(tmp_path)])
+    with pytest.raises(FileNotFoundError, match="no hparams.json"):
+        cli.resumed_args(args)
+
+
+def test_bare_config_names_resolve_in_the_given_folders():
+    with pytest.raises(FileNotFoundError, match="sac.gin not found"):
+        cli.train_gym(["--config", "sac.gin"], search_dirs=[])
+    args = cli.offline_parser().parse_args(["--dataset", "x.npz"])
+    assert args.config == "awac.gin" and not args.no_protect
+
+
+def test_dataset_names_and_normalized_score():
+    assert cli.dataset_id("HalfCheetah-v5", "medium") == "super_sac/halfcheetah-medium-v0"
+    assert cli.normalized_score(5.0, random_return=0.0, expert_return=10.0) == 50.0
