@@ -1,0 +1,191 @@
+"""Env and agent factories of the training scripts, with one-line errors for unknown ids."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import torch
+from gymnasium.vector import AutoresetMode
+
+import super_sac
+from super_sac.nets.cnns import MinAtarEncoder, NatureEncoder
+from super_sac.wrappers import make_atari_env, make_gym_env, make_minatar_env
+
+PathLike = str | os.PathLike
+SearchDirs = Sequence[PathLike]
+
+
+MINATAR_GAMES = ("asterix", "breakout", "freeway", "seaquest", "space_invaders")
+
+
+class UnknownEnvError(ValueError):
+    """An env id (or game name) that gymnasium does not know; the message suggests close ids
+    and the package that may register it."""
+
+
+# ------------------------------------------------------------------------------ options
+
+
+def unknown_env_message(env_id: str) -> str:
+    """What to say about an env id gymnasium's registry lacks: the closest registered ids and
+    how to get the env registered.
+
+    :param env_id: the id that was asked for.
+    """
+    by_lower = {key.lower(): key for key in gym.registry}
+    close = difflib.get_close_matches(env_id.lower(), list(by_lower), n=3, cutoff=0.6)
+    hint = f" Did you mean {', '.join(by_lower[c] for c in close)}?" if close else ""
+    return (
+        f"unknown gymnasium env id {env_id!r}.{hint} Fix: check the id, or install the package "
+        "that registers it: pip install 'gymnasium[mujoco]' for MuJoCo envs (HalfCheetah-v5, "
+        "...), 'gymnasium[box2d]' for Box2D envs (LunarLander-v3, ...)."
+    )
+
+
+def make_env(env_id: str, max_episode_steps: int | None = None) -> gym.Env:
+    """:func:`super_sac.wrappers.make_gym_env`, with an unknown id reported as
+    :class:`UnknownEnvError` instead of gymnasium's traceback.
+
+    :param env_id: gymnasium env id.
+    :param max_episode_steps: episode time limit (None: the env's own).
+    """
+    try:
+        return make_gym_env(env_id, max_episode_steps)
+    except gym.error.UnregisteredEnv as err:
+        raise UnknownEnvError(unknown_env_message(env_id)) from err
+    except gym.error.DeprecatedEnv as err:  # an old version: gymnasium names the current one
+        raise UnknownEnvError(f"gymnasium env id {env_id!r}: {err}") from err
+
+
+def make_envs(env_id: str, parallel_envs: int, max_episode_steps: int | None) -> tuple[Any, Any]:
+    """The training env (a vector env when ``parallel_envs > 1``) and a single test env.
+
+    :param env_id: gymnasium env id.
+    :param parallel_envs: number of training envs.
+    :param max_episode_steps: episode time limit (None: the env's own).
+    """
+    return train_and_test_envs(lambda: make_env(env_id, max_episode_steps), parallel_envs)
+
+
+def train_and_test_envs(make: Callable[[], gym.Env], parallel_envs: int) -> tuple[Any, gym.Env]:
+    """``make()`` as the training env (``parallel_envs`` of them in a ``SyncVectorEnv`` whose
+    episodes the loop resets itself) and once more as the test env.
+
+    :param make: builds one env.
+    :param parallel_envs: number of training envs.
+    """
+    if parallel_envs > 1:
+        train_env = gym.vector.SyncVectorEnv(
+            [make for _ in range(parallel_envs)], autoreset_mode=AutoresetMode.DISABLED
+        )
+    else:
+        train_env = make()
+    return train_env, make()
+
+
+def minatar_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
+    """Training and test envs of ``--game`` (see :func:`minatar_parser`).
+
+    :param args: the parsed command line.
+    """
+    return train_and_test_envs(
+        lambda: make_minatar_env(args.game, max_episode_steps=args.max_episode_steps),
+        args.parallel_envs,
+    )
+
+
+def make_atari(game: str, max_episode_steps: int | None = None) -> gym.Env:
+    """:func:`super_sac.wrappers.make_atari_env`, with an unknown game reported as
+    :class:`UnknownEnvError` naming the closest ALE games.
+
+    :param game: ALE game name, e.g. "Breakout".
+    :param max_episode_steps: time limit in agent steps (None: ALE's own).
+    """
+    try:
+        return make_atari_env(game, max_episode_steps=max_episode_steps)
+    except gym.error.UnregisteredEnv as err:
+        games = sorted(
+            {key[4:].rsplit("-v", 1)[0] for key in gym.registry if key.startswith("ALE/")}
+        )
+        close = difflib.get_close_matches(game, games, n=3, cutoff=0.6)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise UnknownEnvError(
+            f"unknown Atari game {game!r} (no env ALE/{game}-v5).{hint} Fix: give --game one of "
+            f"ale-py's game names: {', '.join(games[:5])}, ... ({len(games)} in all)."
+        ) from err
+
+
+def atari_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
+    """Training and test envs of ``--game`` (see :func:`atari_parser`).
+
+    :param args: the parsed command line.
+    """
+    return train_and_test_envs(
+        lambda: make_atari(args.game, max_episode_steps=args.max_episode_steps),
+        args.parallel_envs,
+    )
+
+
+# ------------------------------------------------------------------------------ agents
+
+
+def build_agent(test_env: gym.Env, device: torch.device) -> super_sac.Agent:
+    """A gin-configured Agent whose encoder concatenates the observation dict's keys; a Discrete
+    action space makes it a SAC-Discrete agent (``discrete=True``, one output per action).
+
+    :param test_env: an env of the task (its spaces size the networks).
+    :param device: where the agent lives.
+    """
+    dim = sum(gym.spaces.flatdim(space) for space in test_env.observation_space.spaces.values())
+    act_space_size, discrete = action_spec(test_env.action_space)
+    encoder = super_sac.nets.FlatEncoder(dim)
+    return super_sac.Agent(act_space_size=act_space_size, encoder=encoder, discrete=discrete).to(
+        device
+    )
+
+
+def action_spec(space: gym.Space) -> tuple[int, bool]:
+    """``(act_space_size, discrete)`` for the Agent: the number of actions of a Discrete space,
+    or the dimension of a Box.
+
+    :param space: the env's action space.
+    """
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.n), True
+    return int(space.shape[0]), False
+
+
+def minatar_agent(test_env: gym.Env, device: torch.device) -> super_sac.Agent:
+    """A discrete Agent with a MinAtar CNN encoder sized for the game's channels.
+
+    :param test_env: a MinAtar env from :func:`super_sac.wrappers.make_minatar_env`.
+    :param device: where the agent lives.
+    """
+    channels = test_env.observation_space["obs"].shape[0]
+    return super_sac.Agent(
+        act_space_size=int(test_env.action_space.n),
+        encoder=MinAtarEncoder(channels),
+        discrete=True,
+    ).to(device)
+
+
+def atari_agent(test_env: gym.Env, device: torch.device) -> super_sac.Agent:
+    """A discrete Agent with the Nature-DQN encoder over the stacked frames.
+
+    :param test_env: an Atari env from :func:`super_sac.wrappers.make_atari_env`.
+    :param device: where the agent lives.
+    """
+    channels, height, width = test_env.observation_space["obs"].shape
+    return super_sac.Agent(
+        act_space_size=int(test_env.action_space.n),
+        encoder=NatureEncoder(channels, image_size=(height, width)),
+        discrete=True,
+    ).to(device)
+
+
+# ------------------------------------------------------------------------------ running

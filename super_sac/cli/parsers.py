@@ -1,0 +1,132 @@
+"""The command lines of the training scripts."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+
+from super_sac.cli.factories import MINATAR_GAMES
+
+PathLike = str | os.PathLike
+SearchDirs = Sequence[PathLike]
+
+
+def build_parser(description: str | None = None) -> argparse.ArgumentParser:
+    """The command line of ``experiments/gym/train_gym.py``: ``--env`` plus the common options
+    (default config ``sac.gin``).
+
+    :param description: the help text (the scripts pass their docstring).
+    """
+    p = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawTextHelpFormatter
+    )
+    p.add_argument("--env", default="Pendulum-v1", help="gymnasium env id")
+    add_common_args(p, default_config="sac.gin")
+    return p
+
+
+def offline_parser(description: str | None = None) -> argparse.ArgumentParser:
+    """The command line of ``experiments/offline/train_offline.py``: :func:`build_parser` with
+    the dataset options (default config ``awac.gin``).
+
+    :param description: the help text.
+    """
+    p = build_parser(description)
+    p.set_defaults(config="awac.gin")
+    add_dataset_args(p, required=False)
+    return p
+
+
+def minatar_parser(description: str | None = None) -> argparse.ArgumentParser:
+    """The command line of ``experiments/minatar/train_minatar.py``: ``--game``, the common and
+    the dataset options (default config ``basic_online.gin``, 10,000-step episodes).
+
+    :param description: the help text.
+    """
+    p = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawTextHelpFormatter
+    )
+    p.add_argument("--game", default="breakout", choices=MINATAR_GAMES, help="MinAtar game")
+    add_common_args(p, default_config="basic_online.gin")
+    add_dataset_args(p, required=False)
+    p.set_defaults(max_episode_steps=10_000)
+    return p
+
+
+def atari_parser(description: str | None = None) -> argparse.ArgumentParser:
+    """The command line of ``experiments/atari/train_atari.py``: ``--game`` and the common
+    options (default config ``basic_online.gin``).
+
+    :param description: the help text.
+    """
+    p = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawTextHelpFormatter
+    )
+    p.add_argument("--game", default="Breakout", help="ALE game name (Breakout, Pong, ...)")
+    add_common_args(p, default_config="basic_online.gin")
+    return p
+
+
+def add_common_args(p: argparse.ArgumentParser, default_config: str) -> None:
+    """Add the options every training script shares.
+
+    :param p: the parser to extend.
+    :param default_config: the ``--config`` default (a gin file name).
+    """
+    p.add_argument("--config", default=default_config, help="gin file (bare names resolve here)")
+    p.add_argument("--name", default=None, help="run name (default: <config>_<env or game>)")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--steps", type=int, default=None, help="override super_sac.num_steps_online")
+    p.add_argument("--parallel_envs", type=int, default=1, help="parallel training envs")
+    p.add_argument(
+        "--max_episode_steps",
+        type=int,
+        default=None,
+        help="episode time limit (default: the env's own)",
+    )
+    p.add_argument("--logging", choices=["tensorboard", "wandb", "none"], default=None)
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument(
+        "--resume",
+        default=None,
+        metavar="RUN_DIR",
+        help="continue RUN_DIR from its newest checkpoint, with the env and settings it was "
+        "started with (its config.gin); --steps and --gin_bindings still apply",
+    )
+    p.add_argument(
+        "--gin_bindings",
+        action="append",
+        default=[],
+        help='extra gin bindings, e.g. "super_sac.batch_size = 512" (repeatable)',
+    )
+
+
+def add_dataset_args(p: argparse.ArgumentParser, required: bool) -> None:
+    """Add the options of the scripts that can learn from a recorded dataset (offline, MinAtar).
+
+    :param p: the parser to extend.
+    :param required: whether ``--dataset`` must be given.
+    """
+    p.add_argument(
+        "--dataset",
+        required=required,
+        default=None,
+        help="Minari dataset id or .npz path (see experiments/offline/record_replay.py)",
+    )
+    p.add_argument(
+        "--datasets_path",
+        default=None,
+        help="local Minari datasets folder (default: $MINARI_DATASETS_PATH)",
+    )
+    p.add_argument("--offline_steps", type=int, default=None, help="super_sac.num_steps_offline")
+    p.add_argument("--bc_steps", type=int, default=None, help="super_sac.bc_warmup_steps")
+    p.add_argument(
+        "--no_protect",
+        action="store_true",
+        help="let online transitions overwrite the dataset once the buffer is full",
+    )
+
+
+# ------------------------------------------------------------------------------ envs

@@ -1,0 +1,177 @@
+"""Recording datasets with a trained or random policy (experiments/offline)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+import super_sac
+from super_sac import datasets
+from super_sac.cli.factories import (
+    build_agent,
+    make_env,
+)
+from super_sac.cli.runner import (
+    parse_gin_args,
+)
+
+PathLike = str | os.PathLike
+SearchDirs = Sequence[PathLike]
+
+
+def record_parser(description: str | None = None) -> argparse.ArgumentParser:
+    """The command line of ``experiments/offline/record_replay.py``.
+
+    :param description: the help text.
+    """
+    p = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawTextHelpFormatter
+    )
+    p.add_argument("--env", default="Pendulum-v1")
+    p.add_argument(
+        "--policy",
+        default="random",
+        help="'random', or a saved agent: a run directory / agent.pt / checkpoint folder",
+    )
+    p.add_argument("--config", default="sac.gin", help="gin file the agent was trained with")
+    p.add_argument("--transitions", type=int, default=100_000)
+    p.add_argument("--noise_std", type=float, default=0.0, help="Gaussian action noise std")
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="act with the policy's mean instead of sampling it",
+    )
+    p.add_argument("--max_episode_steps", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--dataset_id", default=None, help="Minari id, e.g. super_sac/pendulum-expert-v0"
+    )
+    p.add_argument("--datasets_path", default=None, help="local Minari folder")
+    p.add_argument("--npz", default=None, help="also (or only) write this .npz file")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing Minari dataset")
+    p.add_argument("--threads", type=int, default=1)
+    return p
+
+
+def load_agent(
+    policy: PathLike, config: PathLike, env: gym.Env, search_dirs: SearchDirs = ()
+) -> super_sac.Agent:
+    """Rebuild an agent (:func:`build_agent`) from the gin file it was trained with and load
+    its saved weights, on the CPU and in eval mode.
+
+    :param policy: ``agent.pt``, a run directory, or a checkpoint folder (its ``state.pt``).
+    :param config: the gin file; a bare name is looked up in ``search_dirs``.
+    :param env: an env of the task.
+    :param search_dirs: folders searched for ``config``.
+    """
+    parse_gin_args([config], [], search_dirs)
+    agent = build_agent(env, torch.device("cpu"))
+    path = Path(policy)
+    if (path / "state.pt").exists():  # a checkpoint folder
+        state = torch.load(path / "state.pt", map_location="cpu", weights_only=True)
+        agent.load_state_dict(state["agent"])
+    else:
+        agent.load(path)
+    agent.eval()
+    return agent
+
+
+def record(args: argparse.Namespace, search_dirs: SearchDirs = ()) -> dict[str, Any]:
+    """Record the dataset :func:`record_parser`'s options describe and write it.
+
+    :param args: the parsed command line.
+    :param search_dirs: folders searched for ``--config``.
+    :return: a summary with the returns of the complete episodes.
+    """
+    if args.dataset_id is None and args.npz is None:
+        raise SystemExit("error: give --dataset_id (Minari) and/or --npz")
+    torch.set_num_threads(args.threads)
+    super_sac.set_seed(args.seed)
+    env = make_env(args.env, args.max_episode_steps)
+    if args.policy == "random":
+        policy = datasets.random_policy(env, args.seed)
+    else:
+        agent = load_agent(args.policy, args.config, env, search_dirs)
+        policy = datasets.agent_policy(
+            agent, args.noise_std, stochastic=not args.deterministic, seed=args.seed
+        )
+    episodes, obs_space, act_space = datasets.record_episodes(
+        env, policy, args.transitions, seed=args.seed
+    )
+    limit = getattr(getattr(env, "spec", None), "max_episode_steps", None)
+    complete = [ep for ep in episodes if ep.terminations[-1] or len(ep.rewards) == limit]
+    returns = [float(np.sum(ep.rewards)) for ep in complete]
+    summary = {
+        "env": args.env,
+        "policy": args.policy,
+        "noise_std": args.noise_std,
+        "transitions": int(sum(len(ep.rewards) for ep in episodes)),
+        "episodes": len(episodes),
+        "complete_episode_returns": returns,
+        "return_mean": float(np.mean(returns)) if returns else float("nan"),
+    }
+    if args.dataset_id:
+        folder = datasets.save_minari(
+            args.dataset_id,
+            episodes,
+            obs_space,
+            act_space,
+            datasets_path=args.datasets_path,
+            overwrite=args.overwrite,
+            algorithm_name=f"super_sac {args.policy} (noise {args.noise_std})",
+            description=f"{args.env}, recorded by experiments/offline/record_replay.py",
+        )
+        summary["minari_folder"] = str(folder)
+    if args.npz:
+        summary["npz"] = str(datasets.save_npz(args.npz, episodes, act_space))
+    env.close()
+    return summary
+
+
+def record_dataset(
+    argv: Sequence[str] | None = None,
+    *,
+    search_dirs: SearchDirs = (),
+    description: str | None = None,
+) -> dict[str, Any]:
+    """Record a dataset and print its summary: the command line of
+    ``experiments/offline/record_replay.py``.
+
+    :param argv: the command line (None: ``sys.argv[1:]``).
+    :param search_dirs: folders searched for ``--config`` (``experiments/offline`` and
+        ``experiments/gym``).
+    :param description: the ``--help`` text.
+    :return: the summary of :func:`record`.
+    """
+    summary = record(record_parser(description).parse_args(argv), search_dirs)
+    shown = {k: v for k, v in summary.items() if k != "complete_episode_returns"}
+    print(json.dumps(shown, indent=1), flush=True)
+    return summary
+
+
+def dataset_id(env_id: str, quality: str) -> str:
+    """Minari id of a dataset that ``experiments/offline/build_datasets.py`` builds, e.g.
+    ``super_sac/halfcheetah-medium-v0``.
+
+    :param env_id: gymnasium env id.
+    :param quality: "random", "medium" or "expert".
+    """
+    return f"super_sac/{env_id.split('-')[0].lower()}-{quality}-v0"
+
+
+def normalized_score(ret: float, random_return: float, expert_return: float) -> float:
+    """D4RL's normalized score: 0 = random policy, 100 = expert policy.
+
+    :param ret: the return to score.
+    :param random_return: the random policy's return.
+    :param expert_return: the expert policy's return.
+    """
+    return 100.0 * (ret - random_return) / (expert_return - random_return)

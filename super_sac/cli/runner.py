@@ -1,0 +1,384 @@
+"""Parse the gin files, build envs, agent and buffer, train; resume; the scripts' entry points."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import sys
+import tokenize
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import gin
+import gymnasium as gym
+import torch
+
+import super_sac
+from super_sac.checkpoint import CheckpointError
+from super_sac.cli.factories import (
+    UnknownEnvError,
+    atari_agent,
+    atari_envs,
+    build_agent,
+    make_envs,
+    minatar_agent,
+    minatar_envs,
+)
+from super_sac.cli.parsers import (
+    atari_parser,
+    build_parser,
+    minatar_parser,
+    offline_parser,
+)
+from super_sac.config import GinConfigError, parse_gin
+from super_sac.datasets import DatasetError
+from super_sac.validation import ConfigError
+
+PathLike = str | os.PathLike
+SearchDirs = Sequence[PathLike]
+
+
+def loop_setting(name: str) -> Any:
+    """The value gin binds for ``super_sac.<name>`` (or the function's default).
+
+    :param name: a parameter of :func:`super_sac.super_sac`.
+    """
+    try:
+        return gin.query_parameter(f"super_sac.{name}")
+    except ValueError:
+        return inspect.signature(super_sac.super_sac).parameters[name].default
+
+
+def dataset_loader(
+    args: argparse.Namespace,
+) -> Callable[[super_sac.ReplayBuffer, gym.Env], None] | None:
+    """Apply ``--offline_steps``/``--bc_steps`` to the bindings and return the function that
+    loads ``--dataset`` into the replay buffer (protected from online overwrites unless
+    ``--no_protect``), or ``None`` without a dataset.
+
+    :param args: a command line with the options of :func:`add_dataset_args`; its
+        ``gin_bindings`` list is extended in place.
+    """
+    for flag, setting in (("offline_steps", "num_steps_offline"), ("bc_steps", "bc_warmup_steps")):
+        if getattr(args, flag) is not None:
+            args.gin_bindings.append(f"super_sac.{setting} = {getattr(args, flag)}")
+    if args.dataset is None:
+        return None
+
+    def load(buffer: super_sac.ReplayBuffer, env: gym.Env) -> None:
+        buffer.load_dataset(
+            args.dataset,
+            env,
+            gamma=loop_setting("gamma"),
+            datasets_path=args.datasets_path,
+            protect=not args.no_protect,
+        )
+        print(f"loaded {len(buffer)} transitions from {args.dataset}", flush=True)
+
+    return load
+
+
+def resumed_args(
+    args: argparse.Namespace, task_key: str = "env", extra_saved_args: tuple[str, ...] = ()
+) -> tuple[argparse.Namespace, list[str]]:
+    """The command line of a run continued with ``--resume RUN_DIR``, and its config files.
+
+    The task, ``parallel_envs``, ``seed``, ``max_episode_steps``, ``name`` and
+    ``extra_saved_args`` come from the run's ``hparams.json`` (what it was started with); the
+    other options are this command line's. The only config file is the run's ``config.gin``
+    (the settings it ran with).
+
+    :param args: this command line (``args.resume`` names the run directory).
+    :param task_key: the option naming the task ("env", "game").
+    :param extra_saved_args: further options to take from the original command line.
+    :raises FileNotFoundError: when ``args.resume`` has no ``hparams.json``.
+    """
+    run_dir = Path(args.resume)
+    hparams = run_dir / "hparams.json"
+    if not hparams.exists():
+        raise FileNotFoundError(
+            f"--resume {run_dir}: no hparams.json there; is it a run directory?"
+        )
+    saved = (json.loads(hparams.read_text()).get("run_info") or {}).get("args") or {}
+    kept = (task_key, "parallel_envs", "seed", "max_episode_steps", "name") + extra_saved_args
+    merged = argparse.Namespace(**{**vars(args), **{k: v for k, v in saved.items() if k in kept}})
+    return merged, [str(run_dir / "config.gin")]
+
+
+def parse_gin_args(
+    config_files: Sequence[PathLike], bindings: Sequence[str], search_dirs: SearchDirs
+) -> None:
+    """:func:`super_sac.config.parse_gin`, with gin's syntax errors (a malformed binding or
+    config line) reported as :class:`super_sac.config.GinConfigError` naming the binding or line.
+
+    :param config_files: gin files; bare names are looked up in ``search_dirs``.
+    :param bindings: the ``--gin_bindings`` (and the settings other options make).
+    :param search_dirs: folders searched for config files and their includes.
+    """
+    try:
+        parse_gin(config_files, bindings, search_dirs=search_dirs)
+    except (SyntaxError, tokenize.TokenError) as err:
+        raise GinConfigError(gin_syntax_message(err, config_files, bindings)) from err
+
+
+def gin_syntax_message(
+    err: SyntaxError | tokenize.TokenError,
+    config_files: Sequence[PathLike],
+    bindings: Sequence[str],
+) -> str:
+    """One line about a gin syntax error: which binding or config line, what is wrong, the fix.
+
+    Gin parses all bindings as one text, so the line it reports may be the binding after the
+    broken one (an unclosed bracket); each binding is therefore parsed on its own to find it.
+
+    :param err: what gin raised.
+    :param config_files: the config files that were parsed.
+    :param bindings: the bindings that were parsed.
+    """
+    cause: SyntaxError | tokenize.TokenError = err
+    if isinstance(err, SyntaxError) and err.filename:  # a line of a config file
+        where = f"gin file {err.filename}, line {err.lineno} ({(err.text or '').strip()!r})"
+    else:
+        where = f"the gin files {', '.join(str(f) for f in config_files)}"
+        for binding in bindings:
+            parser = gin.config_parser.ConfigParser(
+                binding, gin.config.ParserDelegate(skip_unknown=True)
+            )
+            try:
+                for _ in parser:
+                    pass
+            except (SyntaxError, tokenize.TokenError) as binding_err:
+                where, cause = f"gin binding {binding.strip()!r}", binding_err
+                break
+            except Exception:  # not a syntax problem (parse_gin reports those)
+                continue
+    if isinstance(cause, SyntaxError):
+        problem = (cause.msg or "invalid syntax").rstrip(".")
+    else:
+        problem = f"{cause.args[0]} (an unclosed bracket or quote?)"
+    return (
+        f"cannot parse {where}: {problem}. Fix: write settings as "
+        "'<configurable>.<parameter> = <python literal>', e.g. 'super_sac.batch_size = 512'."
+    )
+
+
+def run(
+    args: argparse.Namespace,
+    make_envs: Callable[[argparse.Namespace], tuple[Any, Any]],
+    build_agent: Callable[[gym.Env, torch.device], super_sac.Agent],
+    script: str,
+    task_key: str,
+    search_dirs: SearchDirs,
+    prepare_buffer: Callable[[super_sac.ReplayBuffer, gym.Env], None] | None = None,
+    extra_saved_args: tuple[str, ...] = (),
+) -> dict[str, Any]:
+    """Parse the gin files, build the envs, the agent and the buffer, and train.
+
+    :param args: the parsed command line (:func:`add_common_args` plus the task option).
+    :param make_envs: ``args -> (train_env, test_env)``.
+    :param build_agent: ``(test_env, device) -> Agent``.
+    :param script: the script's path, recorded in ``hparams.json``.
+    :param task_key: the option naming the task ("env", "game"); part of the default run name
+        and restored by ``--resume``.
+    :param search_dirs: where bare ``--config`` names are looked up.
+    :param prepare_buffer: fills the replay buffer before training (the offline script loads
+        its dataset here); skipped when resuming (the checkpoint holds the buffer).
+    :param extra_saved_args: further options a resumed run takes from its original command
+        line (besides the task, ``parallel_envs``, ``seed``, ``max_episode_steps``, ``name``).
+    :return: the summary dict of :func:`super_sac.super_sac`.
+    """
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    config_files = [args.config]
+    if args.resume:
+        args, config_files = resumed_args(args, task_key, extra_saved_args)
+    bindings = list(args.gin_bindings)
+    if args.steps is not None:
+        bindings.append(f"super_sac.num_steps_online = {args.steps}")
+    parse_gin_args(config_files, bindings, search_dirs)
+    device = super_sac.get_device(args.device)
+    if args.seed is not None:
+        super_sac.set_seed(args.seed)
+    train_env, test_env = make_envs(args)
+    agent = build_agent(test_env, device)
+    buffer = super_sac.ReplayBuffer(seed=args.seed)
+    if prepare_buffer is not None and not args.resume:
+        prepare_buffer(buffer, test_env)
+    overrides: dict[str, Any] = {
+        "name": args.name or f"{Path(args.config).stem}_{getattr(args, task_key)}",
+        "seed": args.seed,
+        "resume": args.resume or False,
+        "run_info": {
+            "script": script,
+            "args": {k: v for k, v in vars(args).items() if k != "resume"},
+        },
+    }
+    if args.logging is not None:
+        overrides["logging_method"] = args.logging
+    if args.max_episode_steps is not None:
+        overrides["max_episode_steps"] = args.max_episode_steps
+    try:
+        return super_sac.super_sac(agent, buffer, train_env, test_env, **overrides)
+    finally:
+        train_env.close()
+        test_env.close()
+
+
+# ------------------------------------------------------------------------------ entry points
+
+
+def train_gym(
+    argv: Sequence[str] | None = None,
+    *,
+    search_dirs: SearchDirs = (),
+    description: str | None = None,
+    script: str = "experiments/gym/train_gym.py",
+) -> dict[str, Any]:
+    """Train on a gymnasium env: the command line of ``experiments/gym/train_gym.py``.
+
+    :param argv: the command line (None: ``sys.argv[1:]``).
+    :param search_dirs: where bare ``--config`` names are looked up (the script passes its
+        folder, ``experiments/gym``).
+    :param description: the ``--help`` text.
+    :param script: recorded in ``hparams.json``.
+    :return: the summary dict of :func:`super_sac.super_sac`.
+    """
+    return run(
+        build_parser(description).parse_args(argv),
+        lambda a: make_envs(a.env, a.parallel_envs, a.max_episode_steps),
+        build_agent,
+        script=script,
+        task_key="env",
+        search_dirs=search_dirs,
+    )
+
+
+def train_offline(
+    argv: Sequence[str] | None = None,
+    *,
+    search_dirs: SearchDirs = (),
+    description: str | None = None,
+    script: str = "experiments/offline/train_offline.py",
+) -> dict[str, Any]:
+    """Learn from a dataset (``--dataset``), then optionally fine-tune online: the command line
+    of ``experiments/offline/train_offline.py``. The default run name is
+    ``<config>_<dataset name>``.
+
+    :param argv: the command line (None: ``sys.argv[1:]``).
+    :param search_dirs: where bare ``--config`` names are looked up (the script passes
+        ``experiments/offline`` and ``experiments/gym``).
+    :param description: the ``--help`` text.
+    :param script: recorded in ``hparams.json``.
+    :return: the summary dict of :func:`super_sac.super_sac`.
+    """
+    parser = offline_parser(description)
+    args = parser.parse_args(argv)
+    if args.dataset is None and not args.resume:
+        parser.error("--dataset is required (a resumed run takes it from its run directory)")
+    if args.name is None and not args.resume:
+        args.name = f"{Path(args.config).stem}_{Path(args.dataset).stem.replace('/', '_')}"
+    return run(
+        args,
+        lambda a: make_envs(a.env, a.parallel_envs, a.max_episode_steps),
+        build_agent,
+        script=script,
+        task_key="env",
+        search_dirs=search_dirs,
+        prepare_buffer=dataset_loader(args),
+        extra_saved_args=("dataset", "datasets_path"),
+    )
+
+
+def train_minatar(
+    argv: Sequence[str] | None = None,
+    *,
+    search_dirs: SearchDirs = (),
+    description: str | None = None,
+    script: str = "experiments/minatar/train_minatar.py",
+) -> dict[str, Any]:
+    """Train SAC-Discrete on a MinAtar game, online or from ``--dataset``: the command line of
+    ``experiments/minatar/train_minatar.py``.
+
+    :param argv: the command line (None: ``sys.argv[1:]``).
+    :param search_dirs: where bare ``--config`` names are looked up (``experiments/minatar``).
+    :param description: the ``--help`` text.
+    :param script: recorded in ``hparams.json``.
+    :return: the summary dict of :func:`super_sac.super_sac`.
+    """
+    args = minatar_parser(description).parse_args(argv)
+    return run(
+        args,
+        minatar_envs,
+        minatar_agent,
+        script=script,
+        task_key="game",
+        search_dirs=search_dirs,
+        prepare_buffer=dataset_loader(args),
+        extra_saved_args=("dataset", "datasets_path"),
+    )
+
+
+def train_atari(
+    argv: Sequence[str] | None = None,
+    *,
+    search_dirs: SearchDirs = (),
+    description: str | None = None,
+    script: str = "experiments/atari/train_atari.py",
+) -> dict[str, Any]:
+    """Train SAC-Discrete on an Atari game: the command line of
+    ``experiments/atari/train_atari.py``.
+
+    :param argv: the command line (None: ``sys.argv[1:]``).
+    :param search_dirs: where bare ``--config`` names are looked up (``experiments/atari``).
+    :param description: the ``--help`` text.
+    :param script: recorded in ``hparams.json``.
+    :return: the summary dict of :func:`super_sac.super_sac`.
+    """
+    return run(
+        atari_parser(description).parse_args(argv),
+        atari_envs,
+        atari_agent,
+        script=script,
+        task_key="game",
+        search_dirs=search_dirs,
+    )
+
+
+CLI_ERRORS: tuple[type[Exception], ...] = (
+    ConfigError,
+    CheckpointError,
+    GinConfigError,
+    DatasetError,
+    UnknownEnvError,
+    gym.error.DependencyNotInstalled,
+    FileNotFoundError,
+    NotImplementedError,
+)
+
+
+def cli(main: Callable[[], Any], extra_errors: tuple[type[Exception], ...] = ()) -> None:
+    """Run ``main()``; an error of the user's making (:data:`CLI_ERRORS`, ``extra_errors``) is
+    printed as ``error: <message>`` on stderr and exits with status 2 instead of a traceback.
+
+    :param main: the script's entry point, called without arguments.
+    :param extra_errors: further exception types to report that way.
+    """
+    try:
+        main()
+    except (*CLI_ERRORS, *extra_errors) as err:
+        fail(str(err))
+
+
+def fail(message: str) -> NoReturn:
+    """Print ``error: <message>`` on stderr and exit with status 2 (argparse's usage status).
+
+    :param message: what went wrong and how to fix it.
+    """
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+# ------------------------------------------------------------------------------ recording
