@@ -309,7 +309,7 @@ def capture_loop(trainer: Trainer) -> dict[str, Any]:
             "base_seed": trainer.base_seed,
         },
         "eval_history": trainer.eval_history,
-        "episodes_in_progress": collector,
+        "episodes_in_progress": {**collector, "recent_returns": list(trainer.recent_returns)},
         "rng": capture_rng_states(**_generators(trainer)),
     }
 
@@ -342,6 +342,7 @@ def restore_loop(trainer: Trainer, state: dict[str, Any]) -> None:
     trainer.evaluations, trainer.wall_seconds = c["evaluations"], c["wall_seconds"]
     trainer.best_return, trainer.base_seed = c["best_return"], c["base_seed"]
     trainer.collector.seed = trainer.learner.base_seed = c["base_seed"]
+    trainer.recent_returns = list(state["episodes_in_progress"]["recent_returns"])
     trainer.eval_history = list(state["eval_history"])
     trainer.last_eval = trainer.eval_history[-1] if trainer.eval_history else {}
     if trainer.afbc_index is not None:

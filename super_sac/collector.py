@@ -143,7 +143,6 @@ class Collector:
         self.nstep = NStepQueue(self.num_envs, n_step, gamma)
         self.env_steps = 0  # transitions stepped, summed over the envs (reset steps included)
         self.episodes = 0  # episodes finished
-        self.recent_returns: list[float] = []  # returns of finished episodes, drained by loggers
         self.obs: ObsDict | None = None
         self._seeded = False
         self._start_bookkeeping()
@@ -215,7 +214,6 @@ class Collector:
 
     def _end_episodes(self, ended: np.ndarray, next_obs: ObsDict) -> tuple[ObsDict, list[float]]:
         returns = [float(self.episode_return[i]) for i in np.flatnonzero(ended)]
-        self.recent_returns.extend(returns)
         self.episodes += len(returns)
         self.episode_index[ended] += 1
         for i in np.flatnonzero(ended):
@@ -327,7 +325,6 @@ class Collector:
             "len": torch.from_numpy(self.episode_len.copy()),
             "index": torch.from_numpy(self.episode_index.copy()),
             "actions": [self._actions_tensor(a) for a in self.episode_actions],
-            "recent_returns": list(self.recent_returns),
             "env_steps": self.env_steps,
             "episodes": self.episodes,
             "noise": self.noise.state_dict(),
@@ -348,7 +345,6 @@ class Collector:
         self.episode_len = state["len"].numpy().copy()
         self.episode_index = state["index"].numpy().copy()
         self.episode_actions = [list(a.numpy()) for a in state["actions"]]
-        self.recent_returns = list(state["recent_returns"])
         self.env_steps, self.episodes = int(state["env_steps"]), int(state["episodes"])
         self.noise.load_state_dict(state["noise"])
         self.nstep.load_state_dict(state["nstep"])

@@ -38,9 +38,8 @@ __all__ = ["PHASES", "ConfigError", "NonFiniteError", "TrainConfig", "Trainer", 
 class Trainer:
     """One training run: builds the collector and the learner, and runs the phases.
 
-    Build it with :func:`super_sac` (which validates the settings first). Episodes of the
-    training envs are started by the collector with seeds derived from the run's seed, so that a
-    resumed run rebuilds each env's state exactly (see :mod:`super_sac.checkpoint`).
+    Build it with :func:`super_sac` (which validates the settings first). The collector seeds
+    every episode from the run's seed, so a resumed run rebuilds each env's state exactly.
     """
 
     def __init__(
@@ -83,6 +82,7 @@ class Trainer:
         self.last_eval: dict[str, float] = {}
         self.eval_history: list[dict[str, float]] = []
         self.last_logs: dict[str, torch.Tensor] = {}
+        self.recent_returns: list[float] = []
         self.last_checkpoint: Path | None = None
         self.session = SessionStart()
         self.run_dir: Path | None = None
@@ -106,8 +106,8 @@ class Trainer:
     actor_updates = property(lambda self: self.learner.actor_updates, doc="Actor updates.")
 
     def collect(self, num_transitions: int) -> None:
-        """Step the training envs for ``num_transitions`` transitions into the replay buffer."""
-        self.collector.collect(num_transitions)
+        """Collect ``num_transitions`` transitions; ended episodes' returns wait for the log."""
+        self.recent_returns += self.collector.collect(num_transitions)
 
     def reset_envs(self) -> None:
         """Start the first episode of every training env."""

@@ -131,7 +131,7 @@ def log(trainer: Trainer, elapsed: float) -> None:
             / max(elapsed, 1e-9),
         }
     )
-    returns = trainer.collector.recent_returns
+    returns = trainer.recent_returns
     if returns:
         metrics["train/episode_return"] = float(np.mean(returns))
         returns.clear()

@@ -88,6 +88,14 @@ def train_and_test_envs(make: Callable[[], gym.Env], parallel_envs: int) -> tupl
     return train_env, make()
 
 
+def gym_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
+    """Training and test envs of ``--env`` (see :func:`build_parser`).
+
+    :param args: the parsed command line.
+    """
+    return make_envs(args.env, args.parallel_envs, args.max_episode_steps)
+
+
 def minatar_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
     """Training and test envs of ``--game`` (see :func:`minatar_parser`).
 

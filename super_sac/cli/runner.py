@@ -23,7 +23,7 @@ from super_sac.cli.factories import (
     atari_agent,
     atari_envs,
     build_agent,
-    make_envs,
+    gym_envs,
     minatar_agent,
     minatar_envs,
 )
@@ -248,7 +248,7 @@ def train_gym(
     """
     return run(
         build_parser(description).parse_args(argv),
-        lambda a: make_envs(a.env, a.parallel_envs, a.max_episode_steps),
+        gym_envs,
         build_agent,
         script=script,
         task_key="env",
@@ -282,7 +282,7 @@ def train_offline(
         args.name = f"{Path(args.config).stem}_{Path(args.dataset).stem.replace('/', '_')}"
     return run(
         args,
-        lambda a: make_envs(a.env, a.parallel_envs, a.max_episode_steps),
+        gym_envs,
         build_agent,
         script=script,
         task_key="env",

@@ -75,15 +75,19 @@ def _obs_dict(obs: np.ndarray | dict[str, np.ndarray], key: str = "obs") -> dict
     return {k: np.asarray(v) for k, v in obs.items()} if isinstance(obs, dict) else {key: obs}
 
 
+def _scaler(low: np.ndarray, high: np.ndarray) -> ActionScaler:
+    return ActionScaler(spaces.Box(np.asarray(low, np.float64), np.asarray(high, np.float64)))
+
+
 def _normalize_actions(action: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """Env units -> ``[-1, 1]`` with the library's one rescaler, unclipped (out-of-bounds dataset
     actions stay visible to :func:`validate_transitions`)."""
-    return ActionScaler(spaces.Box(np.asarray(low), np.asarray(high))).to_unit(action, clip=False)
+    return _scaler(low, high).to_unit(action, clip=False)
 
 
 def _denormalize_actions(action: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     """``[-1, 1]`` -> env units (float64, unclipped)."""
-    return ActionScaler(spaces.Box(np.asarray(low), np.asarray(high))).to_env(action, clip=False)
+    return _scaler(low, high).to_env(action, clip=False)
 
 
 def episodes_to_transitions(episodes: Sequence[Episode], action_space: spaces.Space) -> Transitions:

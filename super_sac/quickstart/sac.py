@@ -143,7 +143,6 @@ class SAC(TrainingMixin, SavingMixin):
         self.settings = self._loop_settings(lr, policy_lr, alpha, tuning)
         self.learner = Learner(self.agent, self.settings, seed)
         self.memory = ReplayMemory(memory_capacity, seed, action_space=action_space)
-        self.updates = 0
         self._total_steps = 0
         self._rng = np.random.default_rng(seed)
         self._collector: Collector | None = None
@@ -280,6 +279,15 @@ class SAC(TrainingMixin, SavingMixin):
         return self.learner.alpha_optimizer
 
     @property
+    def updates(self) -> int:
+        """Updates done so far (the learner's counters: one critic and one policy update each)."""
+        return self.learner.critic_updates
+
+    @updates.setter
+    def updates(self, value: int) -> None:
+        self.learner.critic_updates = self.learner.actor_updates = int(value)
+
+    @property
     def total_steps(self) -> int:
         """Env transitions collected by :meth:`train` and :meth:`train_vector` so far."""
         return self._collector.env_steps if self._collector is not None else self._total_steps
@@ -381,12 +389,11 @@ class SAC(TrainingMixin, SavingMixin):
         learner = self.learner
         batch = self._sample(memory, batch_size)
         alpha = learner.alpha
-        learner.critic_updates = learner.actor_updates = int(updates)
+        self.updates = updates
         critic_logs = learner.critic_step(batch, alpha, target_noise_std=0.0)
         actor_logs = learner.pg_actor_step(batch, alpha)
         alpha_loss = actor_logs.get("alpha/loss", torch.zeros((), device=self.device))
         alpha = actor_logs.get("alpha/value", alpha)
-        self.updates = updates + 1
         member_mse = critic_logs["critic/member_mse"]
         values = torch.stack(
             [member_mse[0], member_mse[1], actor_logs["actor/loss"], alpha_loss, alpha]

@@ -13,7 +13,6 @@ import numpy as np
 from gymnasium.vector import VectorEnv
 from tqdm.auto import tqdm
 
-from super_sac import learning_utils as lu
 from super_sac.collector import Collector
 from super_sac.quickstart.persistence import default_run_path
 from super_sac.wrappers import NormActionSpace, SimpleGymWrapper, VectorSimpleGymWrapper
@@ -37,16 +36,13 @@ class TrainingMixin:
         """The collector over this SAC's env (made at the first call): the gin loop's collector
         with episode seeding ``"first"`` (the first reset gets ``seed``)."""
         if self._collector is None:
-            noise = lu.GaussianExplorationNoise(self.exploration_noise, self.exploration_noise, 1)
-            self._collector = Collector(
+            self._collector = Collector.from_config(
                 agent_view_of(self.env),
                 self.agent,
                 self.memory.buffer,
+                self.settings,
                 rng=self._rng,
-                noise=noise,
                 seed=self.seed,
-                gamma=self.gamma,
-                use_exploration_process=self.deterministic,
                 seeding="first",
             )
             self._collector.env_steps = self._total_steps
@@ -98,8 +94,6 @@ class TrainingMixin:
             save_path = default_run_path("sac_best")
         warmup = int(options["warmup_steps"])
         collector = self._collector_for(warmup, max_steps)
-        if not collector.started:
-            collector.reset_envs()
         rewards: list[float] = []
         best = -math.inf
         bar = tqdm(total=num_episodes, desc="SAC", unit="episode", disable=not verbose)
