@@ -6,8 +6,9 @@ The offline actor update (:func:`super_sac.learning.offline_actor_update`) maxim
 CRR (Wang et al. 2020, "Critic Regularized Regression", arXiv:2006.15134). This module holds
 the two ingredients:
 
-* the advantage ``A(s, a) = Q(s, a) - V(s)`` of a dataset action, with ``Q`` the critic ensemble
-  reduced over its members and ``V(s)`` estimated from the current policy
+* the advantage ``A(s, a) = Q(s, a) - V(s)`` of a dataset action, with ``Q`` the minimum over
+  the critic ensemble (as in the original super_sac; ``super_sac.afbc_critic_reduction = "mean"``
+  averages them instead) and ``V(s)`` estimated from the current policy
   (:func:`estimate_advantage`, ``Agent.adv_method``):
 
   - ``"mean"``: ``V(s) = 1/K sum_k Q(s, a_k)``, ``a_k ~ pi(.|s)`` (CRR's mean estimator);
@@ -17,14 +18,16 @@ the two ingredients:
 
 * the filter ``f`` (:func:`filter_weights`):
 
-  - ``"binary"``: ``f(A) = 1[A > 0]`` (CRR's binary filter);
+  - ``"binary"``: ``f(A) = 1[A >= 0]`` (CRR's binary filter; see :func:`filter_weights` for why
+    ``>=``);
   - ``"exp"``: ``f(A) = min(exp(A / temperature), max_weight)`` (AWAC; CRR's exponential filter);
   - ``"none"``: ``f(A) = 1``, plain behavioral cloning.
 
 The AFBC prioritized replay trick (Grigsby & Qi 2021, "A Closer Look at Advantage-Filtered
 Behavioral Cloning in High-Noise Datasets", arXiv:2110.04698) samples actor batches with
-probability proportional to the filter weight, so that few samples of a batch are masked out;
-:func:`advantage_priorities` turns weights into those priorities.
+probability proportional to ``(max(A, 0) + 1e-4)^0.6`` (:func:`advantage_priorities`), so that
+the batch is spent on the rare transitions the filter keeps; the loss is not importance-weighted
+(the point is to find the expert actions among the noise, not to keep the uniform objective).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ ADV_FILTERS = ("binary", "exp", "none")
 
 
 def q_of_actions(
-    agent: Any, rep: torch.Tensor, actions: torch.Tensor, critic_reduction: str = "mean"
+    agent: Any, rep: torch.Tensor, actions: torch.Tensor, critic_reduction: str = "min"
 ) -> torch.Tensor:
     """``Q(s, a)`` of given actions, reduced over the critic ensemble, shape ``(B, 1)``.
 
@@ -70,7 +73,7 @@ def estimate_value(
     rep: torch.Tensor,
     method: str,
     num_samples: int = 4,
-    critic_reduction: str = "mean",
+    critic_reduction: str = "min",
 ) -> torch.Tensor:
     """``V(s)`` of the current policy, shape ``(B, 1)`` (see the module docstring).
 
@@ -110,7 +113,7 @@ def estimate_advantage(
     actions: torch.Tensor,
     method: str | None = None,
     num_samples: int = 4,
-    critic_reduction: str = "mean",
+    critic_reduction: str = "min",
 ) -> torch.Tensor:
     """``A(s, a) = Q(s, a) - V(s)`` of dataset actions, shape ``(B, 1)``, without gradients.
 
@@ -131,13 +134,18 @@ def filter_weights(
 ) -> torch.Tensor:
     """The AFBC filter ``f(A)`` (see the module docstring), same shape as ``adv``.
 
+    The binary filter keeps ``A >= 0``, as the original super_sac did (CRR writes ``A > 0``).
+    The two differ only where ``A`` is exactly 0, which in practice is the policy's own action
+    under a (near-)deterministic discrete policy: ``A = Q(s, a) - sum_a' pi(a'|s) Q(s, a')`` is
+    then 0 up to rounding, and ``> 0`` would drop those samples at random.
+
     :param adv: advantages.
     :param kind: "binary", "exp" or "none".
     :param temperature: the exponential filter's temperature (AWAC's lambda, CRR's beta).
     :param max_weight: upper clip of the exponential filter (numerical stability).
     """
     if kind == "binary":
-        return (adv > 0).to(adv.dtype)
+        return (adv >= 0).to(adv.dtype)
     if kind == "exp":
         # clamp the exponent first so a large advantage cannot overflow to inf
         exponent = (adv / temperature).clamp(max=math.log(max_weight))
@@ -147,14 +155,23 @@ def filter_weights(
     raise ValueError(f"unknown AFBC filter {kind!r}; choose one of {ADV_FILTERS}")
 
 
-def advantage_priorities(weights: torch.Tensor, eps: float = 1e-2) -> torch.Tensor:
-    """Replay priorities of the AFBC trick: ``p = f(A) + eps``, flattened to ``(B,)``.
+#: the floor added to ``max(A, 0)`` and the exponent of the AFBC trick's priorities
+AFBC_PRIORITY_EPS, AFBC_PRIORITY_ALPHA = 1e-4, 0.6
 
-    Sampling proportionally to the filter weight fills actor batches with transitions the
-    filter keeps; ``eps`` lets a filtered-out transition be drawn again (and re-estimated)
-    once the critic changes its mind.
 
-    :param weights: filter weights ``f(A)``.
+def advantage_priorities(
+    adv: torch.Tensor, eps: float = AFBC_PRIORITY_EPS, alpha: float = AFBC_PRIORITY_ALPHA
+) -> torch.Tensor:
+    """Replay priorities of the AFBC trick: ``p = (max(A, 0) + eps)^alpha``, flattened to ``(B,)``.
+
+    Grigsby & Qi (2021) and the original super_sac: transitions are drawn in proportion to how
+    much better than the policy they are, so actor batches fill with the (possibly very rare)
+    actions the filter keeps; ``eps`` lets a transition with ``A < 0`` be drawn again (and
+    re-scored) once the critic changes its mind, and ``alpha = 0.6`` (Schaul et al. 2016) flattens
+    the distribution.
+
+    :param adv: advantages ``A(s, a)``.
     :param eps: the floor added to every priority.
+    :param alpha: the priority exponent.
     """
-    return weights.detach().reshape(-1).float() + eps
+    return (adv.detach().reshape(-1).float().clamp_min(0.0) + eps).pow(alpha)

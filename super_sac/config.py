@@ -156,6 +156,8 @@ class TrainConfig:
     # --- Optimization ---
     #: transitions per update
     batch_size: int = 256
+    #: prioritized replay: beta moves linearly to this over each phase (Schaul 2016: 1); None: fixed
+    per_beta_final: float | None = 1.0
     #: a step's first actor update reuses the last critic batch instead of sampling a new one
     reuse_replay_dicts: bool = True
     #: Adam learning rate of the actor
@@ -180,8 +182,10 @@ class TrainConfig:
     # --- Exploration and entropy ---
     #: initial entropy coefficient alpha; 0 (with `alpha_lr = 0`) turns max-entropy off (DDPG, TD3)
     init_alpha: float = 1.0
-    #: learning rate of log(alpha), loss `-log_alpha * (E[log pi] + H_target)`; 0 keeps alpha fixed
+    #: learning rate of log(alpha) (0: fixed); tuned after each PG actor update, else once per step
     alpha_lr: float = 3e-4
+    #: Adam's (beta1, beta2) for log(alpha): SAC's (Adam's defaults); the original used (0.5, 0.999)
+    alpha_betas: tuple[float, float] = (0.9, 0.999)
     #: target entropy: `-|A| * target_entropy_mul` (continuous), `0.98 log|A| * target_entropy_mul`
     target_entropy_mul: float = 1.0
     #: act with Gaussian noise on the deterministic action (DDPG/TD3 need it); discrete: eps-greedy
@@ -218,6 +222,8 @@ class TrainConfig:
     max_episode_steps: int | None = None
     #: with `Agent.auto_rescale_targets`: keep critic outputs when PopArt statistics move ("POP")
     pop: bool = False
+    #: PopArt's step size beta, bias-corrected as `beta / (1 - (1 - beta)^t)` at update t
+    popart_beta: float = 1e-4
 
     # --- Ensembles (REDQ, SUNRISE) ---
     #: size of the random critic subset whose minimum is the TD target (REDQ's M; 2 of 2: double-Q)
@@ -232,7 +238,7 @@ class TrainConfig:
     bootstrap_mask_prob: float = 1.0
 
     # --- Offline learning: advantage-filtered behavioral cloning (AFBC) ---
-    #: f(A): "binary" `1[A > 0]` (CRR), "exp" `min(exp(A / T), afbc_max_weight)` (AWAC), "none" (BC)
+    #: "binary" `1[A >= 0]` (CRR), "exp" `min(exp(A / T), afbc_max_weight)` (AWAC), "none" (BC)
     afbc_filter: AdvantageFilter = "binary"
     #: temperature T of the "exp" filter
     afbc_temperature: float = 1.0
@@ -240,7 +246,9 @@ class TrainConfig:
     afbc_max_weight: float = 20.0
     #: policy samples behind the "mean"/"max" estimate of V(s) (`Agent.adv_method`)
     afbc_adv_samples: int = 4
-    #: draw AFBC batches by last filter weight + 0.01, importance-weighted; critics stay uniform
+    #: Q in the advantage `A = Q(s, a) - V(s)`: "min" over the critics (the original's) or "mean"
+    afbc_critic_reduction: Literal["min", "mean"] = "min"
+    #: draw AFBC batches with priority `(max(A, 0) + 1e-4)^0.6`, re-scored on every critic batch
     afbc_per: bool = False
 
     # --- Representation learning (not implemented yet: keep the defaults) ---

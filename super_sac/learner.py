@@ -11,7 +11,9 @@ it, so both follow the same rules:
 * target critics and the target encoder move after every ``target_delay``-th critic update
   (Polyak rates ``mlp_tau`` and ``encoder_tau``);
 * a target actor (``use_target_actor``) moves after every actor update (rate ``mlp_tau``);
-* alpha is tuned after every policy-gradient actor update when ``alpha_lr > 0``.
+* alpha is tuned after every policy-gradient actor update when ``alpha_lr > 0``; a loop whose
+  online phase runs no policy-gradient update (AWAC-style fine-tuning) tunes it with
+  :meth:`Learner.alpha_step` once per step instead, as the original super_sac did.
 """
 
 from __future__ import annotations
@@ -54,6 +56,10 @@ class Learner:
         self._losses_finite = torch.ones((), dtype=torch.bool, device=self.device)
         self._unchecked_losses: list[torch.Tensor] = []
         self._build_optimizers()
+        for networks in (agent, self.target_agent):
+            stats = getattr(networks.critic, "popart", None)
+            if stats is not None:
+                stats.beta = cfg.popart_beta
         entropy = lu.discrete_target_entropy if agent.discrete else lu.continuous_target_entropy
         self.target_entropy = entropy(agent.act_space_size, cfg.target_entropy_mul)
         self._pair_target_params()
@@ -81,7 +87,7 @@ class Learner:
             shape, init_log_alpha, device=self.device, requires_grad=cfg.alpha_lr > 0
         )
         self.alpha_optimizer = (
-            build_optimizer(ParamGroup([self.log_alpha], cfg.alpha_lr))
+            build_optimizer(ParamGroup([self.log_alpha], cfg.alpha_lr, betas=cfg.alpha_betas))
             if cfg.alpha_lr > 0
             else None
         )
@@ -123,6 +129,7 @@ class Learner:
                 weighted_bellman_temp=cfg.weighted_bellman_temp or None,
                 weight_type=cfg.weight_type,
                 masks=self.bootstrap_masks(batch),
+                pop=cfg.pop,
             )
         else:
             logs = learning.critic_update(
@@ -165,16 +172,24 @@ class Learner:
                 actor_q_reduction=cfg.actor_q_reduction,
             )
         if self.alpha_optimizer is not None:
-            logs.update(
-                learning.alpha_update(
-                    self.log_alpha,
-                    self.alpha_optimizer,
-                    logs["actor/log_prob"],
-                    self.target_entropy,
-                )
-            )
+            logs.update(self._tune_alpha(logs["actor/log_prob"]))
         self._after_actor_update()
         return logs
+
+    def alpha_step(self, batch: Batch) -> Logs:
+        """One alpha update on ``batch`` without an actor update: the policy's log-probability
+        is estimated on the batch's states (:func:`super_sac.learning.policy_log_prob`).
+
+        :raises RuntimeError: when alpha is not tuned (``alpha_lr = 0``).
+        """
+        if self.alpha_optimizer is None:
+            raise RuntimeError("alpha_step needs alpha_lr > 0 (alpha is fixed)")
+        return self._tune_alpha(learning.policy_log_prob(self.agent, batch))
+
+    def _tune_alpha(self, log_prob_mean: torch.Tensor) -> Logs:
+        return learning.alpha_update(
+            self.log_alpha, self.alpha_optimizer, log_prob_mean, self.target_entropy
+        )
 
     def afbc_step(self, batch: Batch, importance_weights: torch.Tensor | None = None) -> Logs:
         """One advantage-filtered behavioral cloning update of the actor (AWAC/CRR-style)."""
@@ -187,10 +202,18 @@ class Learner:
             temperature=cfg.afbc_temperature,
             max_weight=cfg.afbc_max_weight,
             adv_samples=cfg.afbc_adv_samples,
+            critic_reduction=cfg.afbc_critic_reduction,
             importance_weights=importance_weights,
         )
         self._after_actor_update()
         return logs
+
+    def advantage(self, batch: Batch) -> torch.Tensor:
+        """``A(s, a)`` of ``batch``'s actions under the current actor and critics, ``(B, 1)``, with
+        the loop's estimator settings (the AFBC trick re-scores critic batches with it)."""
+        return learning.batch_advantage(
+            self.agent, batch, self.cfg.afbc_adv_samples, self.cfg.afbc_critic_reduction
+        )
 
     def bc_step(self, batch: Batch) -> Logs:
         """One behavioral cloning update: the log-likelihood of the batch's actions, through the
@@ -198,6 +221,7 @@ class Learner:
         logs = learning.offline_actor_update(
             self.agent, batch, self.bc_optimizer, adv_filter="none", train_encoder=True
         )
+        logs.pop("actor/advantages")  # zeros: no critic is evaluated
         self.actor_updates += 1
         return logs
 

@@ -145,7 +145,7 @@ def critic_update(
     :return: ``critic/loss``, ``critic/q_mean``, ``critic/target_mean``,
         ``critic/abs_td_error`` (per sample, mean over critics; new replay priorities) and
         ``critic/member_mse`` (each critic's weighted mean squared TD error, ``(num_critics,)``;
-        the loss is half their sum).
+        without PopArt the loss is their mean).
     """
     target = compute_td_target(
         agent,
@@ -158,17 +158,43 @@ def critic_update(
         target_noise_clip=target_noise_clip,
     )
     rep = agent.encoder(batch.obs)
-    stats = getattr(agent.critic, "popart", None)
-    if stats is None:
-        q = critic_values(agent, rep, batch.action)
-        loss = lu.critic_loss(q, target, batch.weights)
-    else:
-        update_popart(agent, target_agent, target, pop)
-        normalized = agent.critic(rep, batch.action, normalized=True)
-        loss = lu.critic_loss(normalized, stats.normalize(target), batch.weights)
-        q = stats.unnormalize(normalized)
+    loss, q = critic_regression(
+        agent, target_agent, rep, batch.action, target, batch.weights, pop=pop
+    )
     optimizer_step(optimizer, loss)
     return critic_logs(loss, q, target.unsqueeze(0), batch.weights)
+
+
+def critic_regression(
+    agent: Agent,
+    target_agent: Agent,
+    rep: torch.Tensor,
+    action: torch.Tensor,
+    target: torch.Tensor,
+    weights: torch.Tensor,
+    *,
+    pop: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The critic loss of :func:`super_sac.learning_utils.critic_loss` and the critics' values.
+
+    Without PopArt the critics' values ``(K, B, 1)`` regress on ``target`` directly. A critic
+    with PopArt statistics (``Agent.auto_rescale_targets``) first moves them towards the targets
+    (each critic towards its own, for SUNRISE; with ``pop`` the online and target output layers
+    are rescaled so their values are preserved), then regresses its normalised outputs on
+    ``(y - mu) / sigma`` (van Hasselt et al. 2016).
+
+    :param target: ``(B, 1)`` shared by every critic, or ``(K, B, 1)``.
+    :param weights: ``(B, 1)`` or ``(K, B, 1)`` per-sample weights of the squared errors.
+    :return: the loss and the critics' (unnormalised) values ``(K, B, 1)``.
+    """
+    stats = getattr(agent.critic, "popart", None)
+    if stats is None:
+        q = critic_values(agent, rep, action)
+        return lu.critic_loss(q, target, weights), q
+    update_popart(agent, target_agent, target, pop)
+    normalized = agent.critic(rep, action, normalized=True)
+    loss = lu.critic_loss(normalized, stats.normalize(target), weights)
+    return loss, stats.unnormalize(normalized)
 
 
 def critic_logs(
@@ -188,13 +214,13 @@ def critic_logs(
 
 @torch.no_grad()
 def update_popart(agent: Agent, target_agent: Agent, targets: torch.Tensor, pop: bool) -> None:
-    """Move the critic's PopArt statistics towards ``targets`` and share them with the target
-    critic; with ``pop`` both output layers are rescaled so their values are preserved."""
+    """Move the critic's PopArt statistics towards ``targets`` (``(B, 1)``, or ``(K, B, 1)``:
+    each critic's own) and share them with the target critic; with ``pop`` both output layers
+    are rescaled so their values are preserved."""
     stats, target_stats = agent.critic.popart, target_agent.critic.popart
     layers = (agent.critic.output_layer, target_agent.critic.output_layer) if pop else ()
     stats.update(targets, preserve=layers)
-    target_stats.mu.copy_(stats.mu)
-    target_stats.nu.copy_(stats.nu)
+    target_stats.copy_statistics_(stats)
 
 
 def online_actor_update(
@@ -212,37 +238,70 @@ def online_actor_update(
     ensemble reduced by ``actor_q_reduction`` ("min", "mean" or "first"). The actor sees detached
     encoder features and the critics' parameters receive no gradient. Discrete actors minimise
     SAC-Discrete's exact expectation (see :func:`super_sac.learning_utils.discrete_actor_loss`).
+    Each sample's term is scaled by ``batch.weights``: prioritized replay's importance weights
+    when the batch was drawn by priority (ones otherwise), so a TD-prioritised batch reused from
+    the critic update does not bias the actor's objective (Schaul et al. 2016).
 
     To let the actor loss train the encoder too, compute ``rep`` with gradients in a copy of
     this function; the library keeps the encoder a critic-only module (Yarats et al. 2019 found
     actor gradients through the encoder harmful for pixel SAC).
 
     :return: ``actor/loss``, ``actor/q`` and, for stochastic actors, ``actor/log_prob``
-        (the batch mean of ``log pi`` -- for discrete actors the exact ``sum_a pi log pi`` --,
-        which :func:`alpha_update` consumes).
+        (the weighted batch mean of ``log pi`` -- for discrete actors the exact
+        ``sum_a pi log pi`` --, which :func:`alpha_update` consumes).
     """
     with torch.no_grad():
         rep = agent.encoder(batch.obs)
+    weights = batch.weights
     logs: Logs = {}
     if agent.discrete:
         dist = agent.actor(rep)
         q = lu.reduce_critics(agent.critic(rep, detach_params=True), actor_q_reduction)
-        loss = lu.discrete_actor_loss(q, dist.probs, dist.logits, alpha)
-        logs["actor/log_prob"] = lu.expected_log_prob(dist.probs, dist.logits).detach()
+        loss = lu.discrete_actor_loss(q, dist.probs, dist.logits, alpha, weights)
+        logs["actor/log_prob"] = lu.expected_log_prob(dist.probs, dist.logits, weights).detach()
         q = (dist.probs * q).sum(dim=-1)
     elif agent.stochastic:
         action, log_prob = agent.actor(rep).rsample_with_log_prob()
         q = lu.reduce_critics(agent.critic(rep, action, detach_params=True), actor_q_reduction)
-        loss = lu.sac_actor_loss(q, log_prob, alpha)
-        logs["actor/log_prob"] = log_prob.detach().mean()
+        loss = lu.sac_actor_loss(q, log_prob, alpha, weights)
+        logs["actor/log_prob"] = lu.weighted_mean(log_prob.detach(), weights)
     else:
         action = agent.actor(rep)
         q = lu.reduce_critics(agent.critic(rep, action, detach_params=True), actor_q_reduction)
-        loss = lu.deterministic_actor_loss(q)
+        loss = lu.deterministic_actor_loss(q, weights)
     optimizer_step(optimizer, loss)
     logs["actor/loss"] = loss.detach()
     logs["actor/q"] = q.detach().mean()
     return logs
+
+
+@torch.no_grad()
+def policy_log_prob(agent: Agent, batch: Batch) -> torch.Tensor:
+    """The policy's mean log-probability on ``batch``'s states, for an alpha update that runs
+    without a policy-gradient update (AWAC-style online fine-tuning).
+
+    ``E[log pi(a|s)]`` with ``a ~ pi(.|s)`` (discrete: the exact ``sum_a pi log pi``), each state
+    weighted by ``batch.weights``. :return: a scalar, or ``(E,)`` for SUNRISE members.
+    """
+    dist = agent.actor(agent.encoder(batch.obs))
+    if agent.discrete:
+        per_state = (dist.probs * dist.logits).sum(dim=-1, keepdim=True)
+    else:
+        per_state = dist.rsample_with_log_prob()[1]
+    return (per_state * batch.weights).mean(dim=(-2, -1))
+
+
+@torch.no_grad()
+def batch_advantage(
+    agent: Agent, batch: Batch, adv_samples: int = 4, critic_reduction: str = "min"
+) -> torch.Tensor:
+    """``A(s, a)`` of the batch's actions, ``(B, 1)`` (see
+    :func:`super_sac.adv_estimator.estimate_advantage`); the AFBC trick re-scores critic batches
+    with it."""
+    rep = agent.encoder(batch.obs)
+    return adv_estimator.estimate_advantage(
+        agent, rep, batch.action, num_samples=adv_samples, critic_reduction=critic_reduction
+    )
 
 
 def offline_actor_update(
@@ -254,16 +313,20 @@ def offline_actor_update(
     temperature: float = 1.0,
     max_weight: float = 20.0,
     adv_samples: int = 4,
+    critic_reduction: str = "min",
     importance_weights: torch.Tensor | None = None,
     train_encoder: bool = False,
 ) -> Logs:
     """Advantage-filtered behavioral cloning (AFBC) on dataset actions.
 
-    Minimises ``-E[f(A(s, a)) log pi(a|s)]`` over the batch's ``(s, a)``, where
+    Minimises ``-E[u f(A(s, a)) log pi(a|s)]`` over the batch's ``(s, a)``, where
     ``A = Q(s, a) - V(s)`` is estimated by :func:`super_sac.adv_estimator.estimate_advantage`
-    with ``agent.adv_method`` and ``f`` is the filter ``adv_filter``: "binary" ``1[A > 0]`` (CRR,
-    Wang et al. 2020), "exp" ``min(exp(A / temperature), max_weight)`` (AWAC, Nair et al. 2020)
-    or "none" (behavioral cloning: no critic is evaluated). The critics receive no gradient.
+    with ``agent.adv_method`` and the critics reduced by ``critic_reduction``, ``f`` is the
+    filter ``adv_filter``: "binary" ``1[A >= 0]`` (CRR, Wang et al. 2020), "exp"
+    ``min(exp(A / temperature), max_weight)`` (AWAC, Nair et al. 2020) or "none" (behavioral
+    cloning: no critic is evaluated), and ``u`` is ``batch.weights`` (prioritized replay's
+    importance weights when the batch was drawn by TD priority, ones otherwise) times
+    ``importance_weights``. The critics receive no gradient.
 
     :param agent: a stochastic (or discrete) agent: the loss is a log-likelihood.
     :param batch: dataset transitions.
@@ -272,15 +335,16 @@ def offline_actor_update(
     :param temperature: temperature of the exponential filter.
     :param max_weight: clip of the exponential filter.
     :param adv_samples: policy samples for the "mean"/"max" value estimate.
-    :param importance_weights: ``(B, 1)`` corrections of a prioritized batch (see
-        :class:`super_sac.replay.AdvantageIndex`); ``None`` for a uniform batch.
+    :param critic_reduction: how ``Q`` combines the critics: "min" (the original super_sac)
+        or "mean".
+    :param importance_weights: extra ``(B, 1)`` per-sample weights, or ``None``.
     :param train_encoder: let the loss train the encoder (behavioral cloning without critics,
         where the encoder would otherwise never learn); otherwise the actor sees detached
         features, as in the policy-gradient update.
     :return: ``actor/afbc_loss``, ``actor/log_prob_data`` (mean log-likelihood of the dataset
         actions), ``actor/adv_mean``, ``actor/filter_mean`` (mean filter weight: the
-        fraction kept by the binary filter) and ``actor/filter_weights`` (per sample, ``(B,)``;
-        the priorities of the AFBC replay trick).
+        fraction kept by the binary filter) and ``actor/advantages`` (per sample, ``(B,)``;
+        the AFBC trick's new priorities come from them).
     """
     with torch.set_grad_enabled(train_encoder):
         rep = agent.encoder(batch.obs)
@@ -288,10 +352,16 @@ def offline_actor_update(
         adv = torch.zeros(rep.shape[0], 1, device=rep.device)
     else:
         adv = adv_estimator.estimate_advantage(
-            agent, rep.detach(), batch.action, num_samples=adv_samples
+            agent,
+            rep.detach(),
+            batch.action,
+            num_samples=adv_samples,
+            critic_reduction=critic_reduction,
         )
     weights = adv_estimator.filter_weights(adv, adv_filter, temperature, max_weight)
-    loss_weights = weights if importance_weights is None else weights * importance_weights
+    loss_weights = weights * batch.weights
+    if importance_weights is not None:
+        loss_weights = loss_weights * importance_weights
     log_prob = agent.actor(rep).log_prob(batch.action).reshape(-1, 1)
     loss = lu.afbc_actor_loss(log_prob, loss_weights)
     optimizer_step(optimizer, loss)
@@ -300,7 +370,7 @@ def offline_actor_update(
         "actor/log_prob_data": log_prob.detach().mean(),
         "actor/adv_mean": adv.mean(),
         "actor/filter_mean": weights.mean(),
-        "actor/filter_weights": weights.reshape(-1),
+        "actor/advantages": adv.reshape(-1),
     }
 
 

@@ -132,20 +132,26 @@ def smoothed_target_action(action: torch.Tensor, std: float, clip: float | None)
 def critic_loss(
     q: torch.Tensor, target: torch.Tensor, weights: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """``sum_i 0.5 * mean_b w_b (Q_i(s_b, a_b) - y_b)^2`` over the N critics in ``q`` ``(N, B, 1)``.
+    """``mean_i mean_b w_b (Q_i(s_b, a_b) - y_b)^2``: the N critics' weighted mean squared TD
+    errors, averaged over the critics in ``q`` ``(N, B, 1)``.
 
-    Each critic regresses on the same target (Haarnoja et al. 2018, eq. 5); ``weights`` are the
-    importance-sampling weights of prioritized replay (all ones for uniform replay), ``(B, 1)``,
-    or ``(N, B, 1)`` per critic (SUNRISE's backup weights and bootstrap masks). ``target`` is
-    ``(B, 1)``, or ``(N, B, 1)`` when each critic has its own target (PopArt-normalised, or
-    an ensemble member's).
+    Each critic regresses on the same target (Haarnoja et al. 2018, eq. 5). Averaging over the
+    critics (and over SUNRISE's members, stacked in the same dimension) follows the original
+    super_sac: the loss, and so the gradient norm that ``critic_clip`` and ``encoder_clip`` bound,
+    does not grow with the ensemble size (a sum would make REDQ's ten critics bind a clip at a
+    fifth of the threshold). For two critics it equals SAC's ``sum_i 0.5 * MSE_i``.
+
+    ``weights`` are the importance-sampling weights of prioritized replay (all ones for uniform
+    replay), ``(B, 1)``, or ``(N, B, 1)`` per critic (SUNRISE's backup weights and bootstrap
+    masks). ``target`` is ``(B, 1)``, or ``(N, B, 1)`` when each critic has its own target
+    (PopArt-normalised, or an ensemble member's).
     """
     if target.dim() == 2:  # one target for every critic
         target = target.unsqueeze(0)
     sq_err = (q - target).pow(2)
     if weights is not None:
         sq_err = sq_err * (weights.unsqueeze(0) if weights.dim() == 2 else weights)
-    return 0.5 * sq_err.mean(dim=(1, 2)).sum()
+    return sq_err.mean()
 
 
 BACKUP_WEIGHT_TYPES = ("sunrise", "softmax")
@@ -201,13 +207,29 @@ def ucb_choice(q: torch.Tensor, bonus: float) -> torch.Tensor:
     return score.argmax(dim=0)
 
 
-def sac_actor_loss(q: torch.Tensor, log_prob: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
-    """SAC's policy objective ``E[alpha * log pi(a|s) - Q(s, a)]``, ``a ~ pi`` reparameterised."""
-    return (alpha * log_prob - q).mean()
+def weighted_mean(x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """``mean_b w_b x_b`` (the plain mean without ``weights``): a batch average under prioritized
+    replay's importance weights ``(B, 1)``, which are ones for uniform batches."""
+    return x.mean() if weights is None else (x * weights).mean()
+
+
+def sac_actor_loss(
+    q: torch.Tensor,
+    log_prob: torch.Tensor,
+    alpha: torch.Tensor,
+    weights: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """SAC's policy objective ``E[alpha * log pi(a|s) - Q(s, a)]``, ``a ~ pi`` reparameterised;
+    each sample weighted by ``weights`` ``(B, 1)`` when given."""
+    return weighted_mean(alpha * log_prob - q, weights)
 
 
 def discrete_actor_loss(
-    q: torch.Tensor, probs: torch.Tensor, log_probs: torch.Tensor, alpha: torch.Tensor
+    q: torch.Tensor,
+    probs: torch.Tensor,
+    log_probs: torch.Tensor,
+    alpha: torch.Tensor,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """SAC-Discrete's policy objective, exact over actions (Christodoulou 2019, eq. 12):
     ``E_s[sum_a pi(a|s) (alpha log pi(a|s) - Q(s, a))]``.
@@ -216,24 +238,29 @@ def discrete_actor_loss(
     :param probs: ``(B, A)`` action probabilities.
     :param log_probs: ``(B, A)`` their logarithms.
     :param alpha: entropy coefficient.
+    :param weights: ``(B, 1)`` per-state weights, or ``None``.
     """
-    return (probs * (alpha * log_probs - q)).sum(dim=-1).mean()
+    per_state = (probs * (alpha * log_probs - q)).sum(dim=-1, keepdim=True)
+    return weighted_mean(per_state, weights)
 
 
-def expected_log_prob(probs: torch.Tensor, log_probs: torch.Tensor) -> torch.Tensor:
-    """``E_s[sum_a pi(a|s) log pi(a|s)]``, minus the mean exact entropy of categorical policies.
+def expected_log_prob(
+    probs: torch.Tensor, log_probs: torch.Tensor, weights: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``E_s[sum_a pi(a|s) log pi(a|s)]``, minus the mean exact entropy of categorical policies
+    (states weighted by ``weights`` ``(B, 1)`` when given).
 
     This is what :func:`alpha_loss` takes as ``log_prob_mean`` for discrete actions
     (Christodoulou 2019, eq. 11: the entropy is computed exactly instead of from a sample).
     """
-    return (probs * log_probs).sum(dim=-1).mean()
+    return weighted_mean((probs * log_probs).sum(dim=-1, keepdim=True), weights)
 
 
 def afbc_actor_loss(log_prob: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """Advantage-filtered behavioral cloning objective ``-E[w * log pi(a_data|s)]``.
 
     ``w`` is the filter weight of each dataset action (times an importance weight when the
-    batch was drawn by priority); ``w = 1`` is plain behavioral cloning.
+    batch was drawn by TD priority); ``w = 1`` is plain behavioral cloning.
 
     :param log_prob: ``(B, 1)`` log-probabilities of the dataset actions.
     :param weights: ``(B, 1)`` per-sample weights (no gradient flows through them).
@@ -241,9 +268,10 @@ def afbc_actor_loss(log_prob: torch.Tensor, weights: torch.Tensor) -> torch.Tens
     return -(weights.detach() * log_prob).mean()
 
 
-def deterministic_actor_loss(q: torch.Tensor) -> torch.Tensor:
-    """Deterministic policy gradient objective ``-E[Q(s, mu(s))]`` (Silver et al. 2014)."""
-    return -q.mean()
+def deterministic_actor_loss(q: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """Deterministic policy gradient objective ``-E[Q(s, mu(s))]`` (Silver et al. 2014); each
+    sample weighted by ``weights`` ``(B, 1)`` when given."""
+    return -weighted_mean(q, weights)
 
 
 def alpha_loss(

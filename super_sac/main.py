@@ -22,6 +22,7 @@ import torch
 from tqdm.auto import tqdm
 
 from super_sac import adv_estimator, checkpoint, reporting
+from super_sac import learning_utils as lu
 from super_sac.agent import Agent
 from super_sac.collector import Collector
 from super_sac.config import TrainConfig
@@ -69,6 +70,7 @@ class Trainer:
         self.buffer.allocate(self.env.single_observation_space, self.env.single_action_space)
         if cfg.seed is not None:
             self.buffer.seed(cfg.seed)
+        self.per_beta_init = self.buffer.beta  # the start of prioritized replay's beta schedule
         self.afbc_index: AdvantageIndex | None = None
         if cfg.afbc_per:  # the AFBC trick's second sampling index over the same storage
             self.afbc_index = AdvantageIndex(self.buffer.size, seed=self.base_seed + 1)
@@ -141,16 +143,19 @@ class Trainer:
 
     def update(self, phase: str = "online") -> None:
         """One step's updates: ``critic_updates_per_step`` critic updates (with prioritized
-        replay, the batches' new priorities), then every ``actor_delay`` steps the actor:
+        replay, the batches' new priorities; with ``afbc_per`` in a phase that runs AFBC, the
+        batches' new advantage priorities), then every ``actor_delay`` steps the actor:
         ``pg_actor_updates_per_step`` policy-gradient updates (online, ``use_pg_update_online``;
         each followed by alpha's) and/or ``afbc_actor_updates_per_step`` AFBC updates (offline,
-        or online with ``use_afbc_update_online``)."""
+        or online with ``use_afbc_update_online``). An online step without policy-gradient
+        updates still tunes alpha once (``alpha_lr > 0``) on the last critic batch."""
         cfg, learner = self.cfg, self.learner
         use_pg = cfg.use_pg_update_online and phase == "online"
         use_afbc = phase == "offline" or cfg.use_afbc_update_online
         logs: dict[str, torch.Tensor] = {}
         alpha = learner.alpha
         target_noise_std = self.noise.std if cfg.target_noise_std is None else cfg.target_noise_std
+        self._anneal_per_beta()
         batch = None
         for _ in range(cfg.critic_updates_per_step):
             batch = self._sample()
@@ -158,6 +163,10 @@ class Trainer:
             self.learner.track_finite(logs["critic/loss"])
             if self.buffer.prioritized:
                 self.buffer.update_priorities(batch.idxs, logs["critic/abs_td_error"])
+            if use_afbc and self.afbc_index is not None:
+                self.afbc_index.update(
+                    batch.idxs, adv_estimator.advantage_priorities(learner.advantage(batch))
+                )
         if use_pg and self.step % cfg.actor_delay == 0:
             for i in range(cfg.pg_actor_updates_per_step):
                 if not (cfg.reuse_replay_dicts and i == 0 and batch is not None):
@@ -169,27 +178,44 @@ class Trainer:
                     alpha = learner.alpha
         if use_afbc and self.step % cfg.actor_delay == 0:
             self.afbc_updates(logs, batch)
+        if phase == "online" and not use_pg and learner.alpha_optimizer is not None:
+            if not (cfg.reuse_replay_dicts and batch is not None):
+                batch = self._sample()
+            logs.update(learner.alpha_step(batch))
+            self.learner.track_finite(logs["alpha/loss"])
         self.learner.fold_finite()
         self.last_logs = logs
+
+    def _anneal_per_beta(self) -> None:
+        """Prioritized replay's beta: from the buffer's own value at the start of the phase to
+        ``per_beta_final`` at its end (Schaul et al. 2016 anneal it to 1)."""
+        if self.buffer.prioritized and self.cfg.per_beta_final is not None:
+            self.buffer.beta = lu.linear_schedule(
+                self.per_beta_init,
+                self.cfg.per_beta_final,
+                self.phase_length(self.phase),
+                self.step,
+            )
 
     def afbc_updates(self, logs: dict[str, torch.Tensor], batch: Batch | None = None) -> None:
         """``afbc_actor_updates_per_step`` advantage-filtered BC actor updates.
 
-        With ``afbc_per`` each batch comes from the advantage index (with importance weights)
-        and its filter weights become the slots' new priorities; otherwise the first update may
-        reuse the critics' last ``batch`` (``reuse_replay_dicts``).
+        With ``afbc_per`` each batch is drawn from the advantage index by priority
+        ``(max(A, 0) + 1e-4)^0.6``, without importance weights (Grigsby & Qi 2021: the batch is
+        spent on the transitions the filter keeps), and the advantages computed in the update
+        become the slots' new priorities; otherwise the first update may reuse the critics'
+        last ``batch`` (``reuse_replay_dicts``).
         """
         cfg = self.cfg
         for i in range(cfg.afbc_actor_updates_per_step):
-            importance = None
             if self.afbc_index is not None:
-                batch, importance = self.afbc_index.sample(self.buffer, cfg.batch_size, self.device)
+                batch, _ = self.afbc_index.sample(self.buffer, cfg.batch_size, self.device)
             elif not (cfg.reuse_replay_dicts and i == 0 and batch is not None):
                 batch = self._sample()
-            out = self.learner.afbc_step(batch, importance)
+            out = self.learner.afbc_step(batch)
+            advantages = out.pop("actor/advantages")
             if self.afbc_index is not None:
-                priorities = adv_estimator.advantage_priorities(out["actor/filter_weights"])
-                self.afbc_index.update(batch.idxs, priorities)
+                self.afbc_index.update(batch.idxs, adv_estimator.advantage_priorities(advantages))
             logs.update(out)
             self.learner.track_finite(logs["actor/afbc_loss"])
 
@@ -413,6 +439,7 @@ def super_sac(
     ignore_all_dones: bool = False,
     max_episode_steps: int | None = None,
     batch_size: int = 256,
+    per_beta_final: float | None = 1.0,
     reuse_replay_dicts: bool = True,
     actor_lr: float = 3e-4,
     critic_lr: float = 3e-4,
@@ -424,6 +451,7 @@ def super_sac(
     critic_l2: float = 0.0,
     encoder_l2: float = 0.0,
     pop: bool = False,
+    popart_beta: float = 1e-4,
     dr3_coeff: float = 0.0,
     inverse_markov_coeff: float = 0.0,
     contrastive_markov_coeff: float = 0.0,
@@ -431,6 +459,7 @@ def super_sac(
     smoothness_markov_max_dist: float = 0.1,
     init_alpha: float = 1.0,
     alpha_lr: float = 3e-4,
+    alpha_betas: tuple[float, float] = (0.9, 0.999),
     target_entropy_mul: float = 1.0,
     use_exploration_process: bool = False,
     exploration_param_init: float = 0.1,
@@ -450,6 +479,7 @@ def super_sac(
     weight_type: str = "sunrise",
     bootstrap_mask_prob: float = 1.0,
     afbc_per: bool = False,
+    afbc_critic_reduction: str = "min",
     afbc_filter: str = "binary",
     afbc_temperature: float = 1.0,
     afbc_max_weight: float = 20.0,

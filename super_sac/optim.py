@@ -179,12 +179,14 @@ class ParamGroup:
     :param lr: Adam learning rate.
     :param l2: L2 coefficient (Adam's ``weight_decay``: ``l2 * theta`` is added to the gradient).
     :param clip: maximum gradient norm of the group, or ``None`` for no clipping.
+    :param betas: Adam's ``(beta1, beta2)``.
     """
 
     params: Sequence[torch.Tensor]
     lr: float
     l2: float = 0.0
     clip: float | None = None
+    betas: tuple[float, float] = (0.9, 0.999)
 
 
 def build_optimizer(*groups: ParamGroup) -> torch.optim.Adam | None:
@@ -195,7 +197,13 @@ def build_optimizer(*groups: ParamGroup) -> torch.optim.Adam | None:
     number of parameter tensors. :return: ``None`` when no group has parameters.
     """
     param_groups = [
-        {"params": list(g.params), "lr": g.lr, "weight_decay": g.l2, "max_grad_norm": g.clip}
+        {
+            "params": list(g.params),
+            "lr": g.lr,
+            "betas": tuple(g.betas),
+            "weight_decay": g.l2,
+            "max_grad_norm": g.clip,
+        }
         for g in groups
         if len(g.params) > 0
     ]

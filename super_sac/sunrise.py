@@ -13,7 +13,7 @@ import torch
 
 from super_sac import learning_utils as lu
 from super_sac.agent import Agent
-from super_sac.learning import Logs, critic_logs, critic_values, evaluate_critics
+from super_sac.learning import Logs, critic_logs, critic_regression, evaluate_critics
 from super_sac.optim import optimizer_step
 from super_sac.replay import Batch
 
@@ -119,14 +119,17 @@ def ensemble_critic_update(
     weighted_bellman_temp: float | None = None,
     weight_type: str = "sunrise",
     masks: torch.Tensor | None = None,
+    pop: bool = False,
 ) -> Logs:
     """SUNRISE's critic update: every member's critics regress on that member's target.
 
-    The loss is ``sum_e sum_i 0.5 * mean_b m_{e,b} w_b u_b (Q_{e,i}(s_b, a_b) - y_{e,b})^2 /
+    The loss is ``mean_{e,i} mean_b m_{e,b} w_b u_b (Q_{e,i}(s_b, a_b) - y_{e,b})^2 /
     mean_b m_{e,b}`` with bootstrap masks ``m`` (``masks`` ``(E, B, 1)``, or none), backup
-    weights ``w`` (:func:`compute_ensemble_td_target`) and prioritized-replay weights ``u``:
-    each member's gradient is what a lone SAC agent with its own critics would get from the
-    samples its mask keeps.
+    weights ``w`` (:func:`compute_ensemble_td_target`) and prioritized-replay weights ``u``,
+    averaged over the E members' N critics (as in the original super_sac, so the gradient norm
+    that ``critic_clip`` bounds does not grow with E and N). With PopArt critics
+    (``Agent.auto_rescale_targets``) every critic's statistics follow its member's targets and
+    the regression is on normalised values (:func:`super_sac.learning.critic_regression`).
 
     :return: the logs of :func:`critic_update` (``critic/member_mse`` per critic of every
         member) plus ``critic/backup_weight`` (batch mean) when weighted backups are on.
@@ -149,8 +152,9 @@ def ensemble_critic_update(
     weights = weights.expand(num_members, -1, -1).repeat_interleave(n, dim=0)  # (E*N, B, 1)
     per_critic_target = target.repeat_interleave(n, dim=0)  # (E*N, B, 1)
     rep = agent.encoder(batch.obs)
-    q = critic_values(agent, rep, batch.action)
-    loss = lu.critic_loss(q, per_critic_target, weights)
+    loss, q = critic_regression(
+        agent, target_agent, rep, batch.action, per_critic_target, weights, pop=pop
+    )
     optimizer_step(optimizer, loss)
     logs = critic_logs(loss, q, per_critic_target, batch.weights)
     if backup is not None:
@@ -167,15 +171,17 @@ def ensemble_actor_update(
     actor_q_reduction: str = "min",
     masks: torch.Tensor | None = None,
 ) -> Logs:
-    """SUNRISE's actor update: each member's SAC objective on its own critics, summed
-    (SAC-Discrete's exact expectation over actions for discrete members).
+    """SUNRISE's actor update: each member's SAC objective on its own critics, averaged over
+    the members as in the original super_sac (SAC-Discrete's exact expectation over actions for
+    discrete members).
 
-    ``L = sum_e mean_b m_{e,b} [alpha_e log pi_e(a|s_b) - Q_e(s_b, a)] / mean_b m_{e,b}``,
+    ``L = mean_e mean_b u_b m_{e,b} [alpha_e log pi_e(a|s_b) - Q_e(s_b, a)] / mean_b m_{e,b}``,
     ``a ~ pi_e`` reparameterised, ``Q_e`` member ``e``'s critics reduced by
-    ``actor_q_reduction``. Detached encoder features; critic parameters get no gradient.
+    ``actor_q_reduction``, ``u`` prioritized replay's importance weights (ones for uniform
+    batches). Detached encoder features; critic parameters get no gradient.
 
-    :return: ``actor/loss``, ``actor/q`` and ``actor/log_prob`` (``(E,)``: each member's mean
-        log-probability, for the members' alpha updates).
+    :return: ``actor/loss``, ``actor/q`` and ``actor/log_prob`` (``(E,)``: each member's
+        weighted mean log-probability, for the members' alpha updates).
     """
     with torch.no_grad():
         rep = agent.encoder(batch.obs)
@@ -193,12 +199,14 @@ def ensemble_actor_update(
         q_all = _member_view(agent, agent.critic(rep, action, detach_params=True))
         q = lu.reduce_critics(q_all.transpose(0, 1), actor_q_reduction)  # (E, B, 1)
         per_sample = alpha * log_prob - q
+    weights = batch.weights.unsqueeze(0)  # (1, B, 1)
+    per_sample = per_sample * weights
     if masks is not None:
         per_sample = per_sample * masks / masks.mean(dim=(1, 2), keepdim=True).clamp_min(1e-6)
-    loss = per_sample.mean(dim=(1, 2)).sum()
+    loss = per_sample.mean()
     optimizer_step(optimizer, loss)
     return {
         "actor/loss": loss.detach(),
         "actor/q": q.detach().mean(),
-        "actor/log_prob": log_prob.detach().mean(dim=(1, 2)),
+        "actor/log_prob": (log_prob.detach() * weights).mean(dim=(1, 2)),
     }

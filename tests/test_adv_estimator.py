@@ -54,16 +54,23 @@ class _DiscreteStub:
 def test_mean_and_max_value_estimates_over_policy_samples():
     stub, rep = _ContinuousStub(), torch.tensor([[1.0], [2.0]])
     # state 1: samples 0, 2, 4 -> Q = 1, 4, 7; state 2: samples 1, -1, 0 -> Q = 3.5, 0.5, 2
-    mean = adv_estimator.estimate_value(stub, rep, "mean", num_samples=3)
+    mean = adv_estimator.estimate_value(stub, rep, "mean", 3, critic_reduction="mean")
     assert torch.allclose(mean, torch.tensor([[4.0], [2.0]]))
-    best = adv_estimator.estimate_value(stub, rep, "max", num_samples=3)
+    best = adv_estimator.estimate_value(stub, rep, "max", 3, critic_reduction="mean")
     assert torch.allclose(best, torch.tensor([[7.0], [3.5]]))
     # dataset action 2 in both states: Q = 4 and 5
     actions = torch.tensor([[2.0], [2.0]])
-    adv = adv_estimator.estimate_advantage(stub, rep, actions, "mean", num_samples=3)
+    adv = adv_estimator.estimate_advantage(stub, rep, actions, "mean", 3, critic_reduction="mean")
     assert torch.allclose(adv, torch.tensor([[0.0], [3.0]]))
-    adv = adv_estimator.estimate_advantage(stub, rep, actions, "max", num_samples=3)
+    adv = adv_estimator.estimate_advantage(stub, rep, actions, "max", 3, critic_reduction="mean")
     assert torch.allclose(adv, torch.tensor([[-3.0], [1.5]]))
+    # the default is the critics' minimum, as in the original: min(a + s, 2a + s);
+    # state 1: samples 0, 2, 4 -> 1, 3, 5; state 2: samples 1, -1, 0 -> 3, 0, 2
+    mean = adv_estimator.estimate_value(stub, rep, "mean", num_samples=3)
+    assert torch.allclose(mean, torch.tensor([[3.0], [5.0 / 3.0]]))
+    # dataset action 2: min Q = 3 and 4
+    adv = adv_estimator.estimate_advantage(stub, rep, actions, "max", num_samples=3)
+    assert torch.allclose(adv, torch.tensor([[3.0 - 5.0], [4.0 - 3.0]]))
     # the ensemble minimum instead of the mean: Q = min(a + s, 2a + s)
     q = adv_estimator.q_of_actions(stub, rep, torch.tensor([[-1.0], [1.0]]), "min")
     assert torch.allclose(q, torch.tensor([[-1.0], [3.0]]))
@@ -71,10 +78,13 @@ def test_mean_and_max_value_estimates_over_policy_samples():
 
 def test_indirect_value_is_the_policy_expectation_for_discrete_actions():
     stub, rep = _DiscreteStub(), torch.zeros(1, 4)
-    value = adv_estimator.estimate_value(stub, rep, "indirect")
+    value = adv_estimator.estimate_value(stub, rep, "indirect", critic_reduction="mean")
     assert torch.allclose(value, torch.tensor([[0.5 * 2 + 0.25 * 3 + 0.25 * 4]]))  # 2.75
-    adv = adv_estimator.estimate_advantage(stub, rep, torch.tensor([2]))
+    adv = adv_estimator.estimate_advantage(stub, rep, torch.tensor([2]), critic_reduction="mean")
     assert torch.allclose(adv, torch.tensor([[4.0 - 2.75]]))
+    # default: the critics' minimum [1, 2, 2] -> V = 0.5 + 0.5 + 0.5 = 1.5, A(2) = 2 - 1.5
+    adv = adv_estimator.estimate_advantage(stub, rep, torch.tensor([2]))
+    assert torch.allclose(adv, torch.tensor([[0.5]]))
     with pytest.raises(ValueError, match="continuous actions.*indirect"):
         adv_estimator.estimate_value(stub, rep, "mean")
     with pytest.raises(ValueError, match="discrete actions.*'mean' or 'max'"):
@@ -84,7 +94,7 @@ def test_indirect_value_is_the_policy_expectation_for_discrete_actions():
 def test_binary_exponential_and_unfiltered_weights():
     adv = torch.tensor([-1.0, 0.0, 0.5, 10.0])
     binary = adv_estimator.filter_weights(adv, "binary")
-    assert binary.tolist() == [0.0, 0.0, 1.0, 1.0]
+    assert binary.tolist() == [0.0, 1.0, 1.0, 1.0]  # A = 0 is kept, as in the original
     exp = adv_estimator.filter_weights(adv, "exp", temperature=2.0, max_weight=20.0)
     # exp(-0.5), exp(0), exp(0.25), exp(5) = 148.4 clipped at 20
     expected = [math.exp(-0.5), 1.0, math.exp(0.25), 20.0]
@@ -124,7 +134,7 @@ def test_offline_actor_update_maximises_the_weighted_likelihood_of_data_actions(
         agent, batch, opt, adv_filter="none", importance_weights=importance
     )
     assert logs["actor/afbc_loss"].item() == pytest.approx(expected.item(), rel=1e-5)
-    assert logs["actor/filter_weights"].tolist() == [1.0] * 4
+    assert logs["actor/advantages"].tolist() == [0.0] * 4  # no critic is evaluated
     for _ in range(30):
         learning.offline_actor_update(agent, batch, opt, adv_filter="none")
     with torch.no_grad():
@@ -141,18 +151,20 @@ def test_binary_filter_ignores_actions_with_negative_advantage():
     adv = adv_estimator.estimate_advantage(agent, agent.encoder({"obs": obs}), action, "mean", 4)
     with torch.no_grad():
         log_prob = agent.actor(agent.encoder({"obs": obs})).log_prob(action)
-    expected = -((adv > 0).float() * log_prob).mean()
+    expected = -((adv >= 0).float() * log_prob).mean()
     opt = optim.build_optimizer(optim.ParamGroup(list(agent.actor.parameters()), 1e-3))
     torch.manual_seed(1)  # the same policy samples for V(s)
     logs = learning.offline_actor_update(agent, _batch(obs, action), opt, adv_filter="binary")
     assert logs["actor/afbc_loss"].item() == pytest.approx(expected.item(), rel=1e-5)
-    assert logs["actor/filter_weights"].tolist() == (adv > 0).float().reshape(-1).tolist()
-    assert logs["actor/filter_mean"].item() == pytest.approx((adv > 0).float().mean().item())
+    assert torch.allclose(logs["actor/advantages"], adv.reshape(-1))
+    assert logs["actor/filter_mean"].item() == pytest.approx((adv >= 0).float().mean().item())
 
 
 def test_advantage_priorities_and_prioritized_actor_batches():
-    priorities = adv_estimator.advantage_priorities(torch.tensor([[0.0], [1.0], [20.0]]), 0.01)
-    assert torch.allclose(priorities, torch.tensor([0.01, 1.01, 20.01]))
+    # (max(A, 0) + 1e-4)^0.6 (Grigsby & Qi 2021; the original super_sac)
+    priorities = adv_estimator.advantage_priorities(torch.tensor([[-3.0], [0.0], [1.0], [20.0]]))
+    expected = [1e-4**0.6, 1e-4**0.6, 1.0001**0.6, 20.0001**0.6]  # 0.00398, 0.00398, 1.00006, 6.036
+    assert torch.allclose(priorities, torch.tensor(expected))
     buffer = ReplayBuffer(4, seed=0, verbose=False)
     buffer.push(
         obs={"obs": np.arange(4, dtype=np.float32)[:, None]},

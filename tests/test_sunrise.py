@@ -204,12 +204,14 @@ def _member(agent: Agent, e: int) -> Agent:
     return _copy_member_weights(single, agent, e)
 
 
-def _optimizers(agent):
+def _optimizers(agent, members=1):
     # plain SGD: Adam would turn the log-std head's ~1e-9 gradients (random-signed, from the
-    # sampling noise) into full-size steps and hide the comparison
+    # sampling noise) into full-size steps and hide the comparison. The ensemble's losses are
+    # the mean over its ``members``, so its SGD steps are ``members`` times larger for one SGD
+    # step to match each member's own
     return (
-        torch.optim.SGD(agent.critic.parameters(), lr=0.1),
-        torch.optim.SGD(agent.actor.parameters(), lr=0.1),
+        torch.optim.SGD(agent.critic.parameters(), lr=0.1 * members),
+        torch.optim.SGD(agent.actor.parameters(), lr=0.1 * members),
     )
 
 
@@ -222,7 +224,7 @@ def test_ensemble_updates_equal_members_trained_one_by_one():
     member_targets = [_member(target, e) for e in range(3)]
     batch = _batch()
     alpha = torch.zeros(3)
-    c_opt, a_opt = _optimizers(agent)
+    c_opt, a_opt = _optimizers(agent, members=3)
     logs = sunrise.ensemble_critic_update(
         agent, target, batch, c_opt, alpha=alpha, target_critic_ensemble_n=2
     )
@@ -245,8 +247,10 @@ def test_ensemble_updates_equal_members_trained_one_by_one():
                 "actor/loss"
             ]
         )
-    assert torch.allclose(logs["critic/loss"], sum(critic_losses), rtol=1e-5)
-    assert torch.allclose(actor_logs["actor/loss"], sum(actor_losses), rtol=1e-5)
+    # the ensemble's losses are the members' mean (the original's scale), and each member's
+    # critic loss is the mean over its critics
+    assert torch.allclose(logs["critic/loss"], sum(critic_losses) / 3, rtol=1e-5)
+    assert torch.allclose(actor_logs["actor/loss"], sum(actor_losses) / 3, rtol=1e-5)
     assert actor_logs["actor/log_prob"].shape == (3,)
     # after one SGD step every member's weights match its lone twin's
     for e in range(3):
@@ -278,7 +282,7 @@ def test_weighted_backup_and_masks_enter_the_critic_loss():
         m4 = masks.repeat_interleave(2, dim=0) / masks.mean(dim=(1, 2)).repeat_interleave(2).view(
             4, 1, 1
         )
-        expected = (0.5 * (m4 * expected_w * (q - y4) ** 2).mean(dim=(1, 2))).sum()
+        expected = (m4 * expected_w * (q - y4) ** 2).mean()  # mean over the 2 x 2 critics
     c_opt, _ = _optimizers(agent)
     logs = sunrise.ensemble_critic_update(
         agent,
@@ -444,7 +448,7 @@ def test_discrete_ensemble_updates_equal_members_trained_one_by_one():
     member_targets = [_discrete_member(target, e) for e in range(3)]
     batch = _discrete_batch()
     alpha = torch.tensor([0.1, 0.2, 0.3])
-    c_opt, a_opt = _optimizers(agent)
+    c_opt, a_opt = _optimizers(agent, members=3)
     logs = sunrise.ensemble_critic_update(
         agent, target, batch, c_opt, alpha=alpha, target_critic_ensemble_n=2
     )
@@ -460,8 +464,10 @@ def test_discrete_ensemble_updates_equal_members_trained_one_by_one():
         out = learning.online_actor_update(members[e], batch, ma, alpha=alpha[e])
         actor_losses.append(out["actor/loss"])
         log_probs.append(out["actor/log_prob"])
-    assert torch.allclose(logs["critic/loss"], sum(critic_losses), rtol=1e-5)
-    assert torch.allclose(actor_logs["actor/loss"], sum(actor_losses), rtol=1e-5)
+    # the ensemble's losses are the members' mean (the original's scale), and each member's
+    # critic loss is the mean over its critics
+    assert torch.allclose(logs["critic/loss"], sum(critic_losses) / 3, rtol=1e-5)
+    assert torch.allclose(actor_logs["actor/loss"], sum(actor_losses) / 3, rtol=1e-5)
     assert torch.allclose(actor_logs["actor/log_prob"], torch.stack(log_probs), atol=1e-6)
     for e in range(3):
         twin_linears = [m for m in members[e].actor.net if isinstance(m, torch.nn.Linear)]

@@ -22,13 +22,14 @@ class AdvantageIndex:
     """A second, advantage-based sampling index over a :class:`ReplayBuffer`'s slots.
 
     The AFBC trick (Grigsby & Qi 2021, arXiv:2110.04698; ``super_sac.afbc_per``): actor
-    batches are drawn with probability ``P(i) = p_i / sum_j p_j`` where ``p_i`` is the latest
-    filter weight of slot ``i`` plus a floor (:func:`super_sac.adv_estimator.advantage_priorities`),
-    so few samples of a batch are masked out by the filter; the critics keep sampling
-    uniformly from the buffer itself. Slots not yet estimated (new data) get the largest
-    priority seen. Each sample carries the importance weight ``1 / (N P(i))`` (``N`` stored
-    transitions), which keeps the actor's objective that of uniform sampling,
-    ``E_P[w_i / (N P(i))] = (1/N) sum_i w_i``, while the batch is spent on kept samples.
+    batches are drawn with probability ``P(i) = p_i / sum_j p_j`` where ``p_i`` is slot ``i``'s
+    latest advantage priority ``(max(A, 0) + 1e-4)^0.6``
+    (:func:`super_sac.adv_estimator.advantage_priorities`), so actor batches fill with the
+    transitions the filter keeps; the critics keep sampling the buffer itself. Slots not yet
+    scored (new data) get the largest priority seen. :meth:`sample` also returns each sample's
+    importance weight ``1 / (N P(i))`` (``N`` stored transitions), which would restore the
+    uniform objective, ``E_P[x_i / (N P(i))] = (1/N) sum_i x_i``; the training loop does not
+    apply it, following the paper and the original super_sac.
 
     It reuses the buffer's :class:`SumTree` and stratified prefix-sum sampling.
 
