@@ -11,9 +11,9 @@ second moments of the TD targets with an exponential moving average,
 ``sigma = sqrt(nu - mu^2)``, and the critic regresses ``n`` on ``(y - mu) / sigma``. The step
 size is bias-corrected, ``beta_t = beta / (1 - (1 - beta)^t)`` at the t-th update (van Hasselt et
 al. 2016, p. 13; the original super_sac did the same): the first update sets the statistics to the
-first batch's moments and ``beta_t`` falls towards ``beta`` over about ``1 / beta`` updates, so
-the statistics are a plain average of every batch so far until then, whatever their initial
-values. "POP"
+first batch's moments and ``beta_t`` falls towards ``beta`` over about ``1 / beta`` updates
+(until then the statistics are close to a plain average of every batch so far), so the initial
+values never matter. "POP"
 (preserving outputs precisely) rescales the critic's last layer whenever the statistics move,
 ``w' = w sigma / sigma'``, ``b' = (sigma b + mu - mu') / sigma'``, so ``Q`` is unchanged by the
 update of the statistics.

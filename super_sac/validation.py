@@ -273,6 +273,7 @@ def validate_config(
             )
     if agent.discrete:
         _validate_discrete_settings(cfg)
+    _validate_optimizer_settings(cfg)
     _validate_envs(cfg, agent, train_env, test_env)
 
 
@@ -481,3 +482,26 @@ def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym
                 "gymnasium.vector.AutoresetMode.DISABLED (the loop resets episodes itself, and "
                 "resumed runs replay them exactly) or AutoresetMode.SAME_STEP."
             )
+
+
+def _validate_optimizer_settings(cfg: TrainConfig) -> None:
+    """Adam's betas for alpha, PopArt's step size and prioritized replay's final beta."""
+    betas = cfg.alpha_betas
+    if len(betas) != 2 or not all(isinstance(b, (int, float)) and 0.0 <= b < 1.0 for b in betas):
+        raise _err(
+            f"alpha_betas = {betas!r}",
+            "Adam's betas are two numbers in [0, 1)",
+            "use e.g. (0.9, 0.999) (Adam's and SAC's) or (0.5, 0.999) (the original super_sac)",
+        )
+    if not 0.0 < cfg.popart_beta <= 1.0:
+        raise _err(
+            f"popart_beta = {cfg.popart_beta}",
+            "PopArt's step size must lie in (0, 1]",
+            "use e.g. 1e-4 (the original super_sac) or 3e-4",
+        )
+    if cfg.per_beta_final is not None and not 0.0 <= cfg.per_beta_final <= 1.0:
+        raise _err(
+            f"per_beta_final = {cfg.per_beta_final}",
+            "prioritized replay's importance-sampling exponent must lie in [0, 1]",
+            "use 1.0 (Schaul et al. 2016), or None to keep the buffer's beta fixed",
+        )

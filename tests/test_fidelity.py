@@ -271,3 +271,24 @@ def test_optimizer_param_group_betas():
     w = torch.zeros(2, requires_grad=True)
     opt = optim.build_optimizer(optim.ParamGroup([w], 0.1, betas=(0.5, 0.9)))
     assert opt.param_groups[0]["betas"] == (0.5, 0.9)
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"alpha_betas": (0.9, 1.0)}, r"alpha_betas = \(0.9, 1.0\).*two numbers in \[0, 1\)"),
+        ({"alpha_betas": (0.9,)}, r"alpha_betas = \(0.9,\).*Fix: use e.g. \(0.9, 0.999\)"),
+        ({"popart_beta": 0.0}, r"popart_beta = 0.0.*\(0, 1\]"),
+        ({"per_beta_final": 1.5}, r"per_beta_final = 1.5.*or None"),
+    ],
+)
+def test_bad_optimizer_settings_name_the_binding(setting, message):
+    from super_sac.validation import ConfigError, validate_config
+
+    trainer_cfg = TrainConfig(
+        random_warmup_steps=10, **setting, logging_method="none", log_to_disk=False
+    )
+    agent = Agent(1, nets.FlatEncoder(3), hidden_size=8)
+    env = make_gym_env("Pendulum-v1")
+    with pytest.raises(ConfigError, match=message):
+        validate_config(trainer_cfg, agent, ReplayBuffer(100, verbose=False), env, env)
