@@ -29,6 +29,12 @@ ADV_METHODS = ("mean", "max", "indirect")
 _AGENT_FILE = "agent.pt"
 
 
+def default_adv_method(discrete: bool) -> str:
+    """The advantage estimate ``Agent.adv_method = None`` stands for: "indirect" (discrete
+    actions, an exact expectation over the actions) or "mean" (continuous actions)."""
+    return "indirect" if discrete else "mean"
+
+
 def _accepts(cls: Any, name: str) -> bool:
     try:
         params = inspect.signature(cls).parameters
@@ -85,7 +91,10 @@ class Agent(nn.Module):
     :param log_std_low: lower log-std bound of stochastic actors.
     :param log_std_high: upper log-std bound of stochastic actors.
     :param adv_method: advantage estimate for filtered BC: "mean" or "max" (continuous),
-        "indirect" (discrete). Used only by the offline actor update.
+        "indirect" (discrete). Used only by the offline actor update. ``None`` (the default, and
+        what the original project's gin files bind) picks the action type's default: "indirect"
+        for discrete agents, "mean" for continuous ones; ``agent.adv_method`` is always the
+        resolved string.
     :param beta_dist: a Beta-distribution policy instead of the tanh-Gaussian (stochastic
         actors only).
     """
@@ -104,10 +113,12 @@ class Agent(nn.Module):
         auto_rescale_targets: bool = False,
         log_std_low: float = -5.0,
         log_std_high: float = 2.0,
-        adv_method: str = "mean",
+        adv_method: str | None = None,
         beta_dist: bool = False,
     ) -> None:
         super().__init__()
+        if adv_method is None:
+            adv_method = default_adv_method(discrete)
         self._check_settings(
             encoder,
             discrete,
@@ -199,7 +210,10 @@ class Agent(nn.Module):
         if ensemble_size < 1:
             raise ValueError(f"Agent.ensemble_size must be >= 1, got {ensemble_size}")
         if adv_method not in ADV_METHODS:
-            raise ValueError(f"Agent.adv_method must be one of {ADV_METHODS}, got {adv_method!r}")
+            raise ValueError(
+                f"Agent.adv_method must be one of {ADV_METHODS} or None (the default of the "
+                f"action type), got {adv_method!r}"
+            )
         if discrete and (auto_rescale_targets or beta_dist):
             raise ValueError(
                 "Agent.discrete = True does not support "

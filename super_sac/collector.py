@@ -69,10 +69,12 @@ class Collector:
     """Collect transitions from ``env`` into ``buffer`` with the agent's exploration actions.
 
     Exploration: uniform random actions for the first ``random_warmup_steps`` transitions; then
-    a policy sample (stochastic and discrete actors), or, with ``use_exploration_process``,
-    the deterministic action plus Gaussian noise of std ``noise.std`` clipped to ``[-1, 1]``
-    (continuous) or epsilon-greedy with epsilon ``noise.std`` (discrete). Random draws come from
-    ``rng``; the noise schedule advances by the number of transitions.
+    the policy's action: a sample of stochastic and discrete actors (:meth:`Agent.sample_action`,
+    so a SUNRISE ensemble picks its member as usual), a deterministic actor's action. With
+    ``use_exploration_process`` that action is perturbed as the original super_sac did: Gaussian
+    noise of std ``noise.std``, clipped to ``[-1, 1]`` (continuous), or epsilon-greedy with
+    epsilon ``noise.std`` (discrete). Noise and random actions come from ``rng`` (policy samples
+    from torch's generator); the noise schedule advances by the number of transitions.
 
     Episode seeds (``seeding``): ``"derived"`` resets every episode with
     :func:`episode_seed` of ``(seed, env index, episode index)``, so a checkpointed run can rebuild
@@ -90,7 +92,7 @@ class Collector:
     :param n_step: transitions span this many steps (:class:`~super_sac.replay.NStepQueue`).
     :param gamma: discount of the n-step returns.
     :param random_warmup_steps: transitions with uniform random actions.
-    :param use_exploration_process: explore with the noise process instead of policy samples.
+    :param use_exploration_process: perturb the policy's actions with the noise process.
     :param ignore_all_dones: never stop bootstrapping (store ``done = 0`` everywhere).
     :param infinite_bootstrap: with ``max_episode_steps``, a termination at that step is
         treated as a time limit (bootstrapped).
@@ -131,7 +133,10 @@ class Collector:
                 "vector env with autoreset_mode=AutoresetMode.SAME_STEP or DISABLED"
             )
         if cut_episodes_at is not None and self.autoreset is not AutoresetMode.DISABLED:
-            raise ValueError("cutting episodes needs an env whose resets the collector makes")
+            raise ValueError(
+                "cutting episodes needs an env whose resets the collector makes: build the "
+                "vector env with autoreset_mode=AutoresetMode.DISABLED"
+            )
         self.agent, self.buffer = agent, buffer
         self.num_envs = self.env.num_envs
         self.rng, self.noise, self.seed, self.seeding = rng, noise, int(seed), seeding
@@ -156,11 +161,13 @@ class Collector:
         cfg: TrainConfig,
         **kwargs: Any,
     ) -> Collector:
-        """The collector of the gin loop: exploration, n-step and done settings from ``cfg``
-        (``kwargs``: ``rng``, ``seed``, ``on_push``, ...)."""
+        """The collector of the gin loop: exploration, n-step and done settings from ``cfg``;
+        training episodes are cut at ``cfg.max_episode_steps`` (``kwargs``: ``rng``, ``seed``,
+        ``on_push``, ..., and ``cut_episodes_at`` to cut elsewhere)."""
         noise = lu.GaussianExplorationNoise(
             cfg.exploration_param_init, cfg.exploration_param_final, cfg.exploration_param_anneal
         )
+        kwargs.setdefault("cut_episodes_at", cfg.max_episode_steps)
         return cls(
             env,
             agent,
@@ -235,20 +242,27 @@ class Collector:
         shape = (self.num_envs, self.agent.act_space_size)
         if self.env_steps < self.random_warmup_steps:
             return self.rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
-        if self.use_exploration_process:
-            action = self.agent.forward(obs, batched=True)
-            noise = self.rng.normal(0.0, self.noise.std, size=shape).astype(np.float32)
-            return np.clip(action + noise, -1.0, 1.0).astype(np.float32, copy=False)
-        return self.agent.sample_action(obs, batched=True).astype(np.float32, copy=False)
+        action = self._policy_actions(obs).astype(np.float32, copy=False)
+        if not self.use_exploration_process:
+            return action
+        noise = self.rng.normal(0.0, self.noise.std, size=shape).astype(np.float32)
+        return np.clip(action + noise, -1.0, 1.0).astype(np.float32, copy=False)
+
+    def _policy_actions(self, obs: ObsDict) -> np.ndarray:
+        """The policy's own exploration actions: samples of a stochastic actor (an ensemble's
+        member chosen by :meth:`Agent.sample_action`), a deterministic actor's actions."""
+        if self.agent.stochastic:
+            return self.agent.sample_action(obs, batched=True)
+        return self.agent.forward(obs, batched=True)
 
     def _choose_discrete_actions(self, obs: ObsDict) -> np.ndarray:
         num_actions = self.agent.act_space_size
         if self.env_steps < self.random_warmup_steps:
             return self.rng.integers(0, num_actions, size=self.num_envs, dtype=np.int64)
-        if self.use_exploration_process:
-            greedy = self.agent.forward(obs, batched=True)
-            return lu.epsilon_greedy(greedy, self.noise.std, num_actions, self.rng)
-        return self.agent.sample_action(obs, batched=True).astype(np.int64, copy=False)
+        action = self._policy_actions(obs).astype(np.int64, copy=False)
+        if not self.use_exploration_process:
+            return action
+        return lu.epsilon_greedy(action, self.noise.std, num_actions, self.rng)
 
     # ------------------------------------------------------------------ stepping
     def collect(self, num_transitions: int) -> list[float]:

@@ -180,7 +180,7 @@ class TrainConfig:
     encoder_l2: float = 0.0
 
     # --- Exploration and entropy ---
-    #: initial entropy coefficient alpha; 0 (with `alpha_lr = 0`) turns max-entropy off (DDPG, TD3)
+    #: initial entropy coefficient alpha; 0: max-entropy off (`alpha_lr = 0`) or tuned from 1e-15
     init_alpha: float = 1.0
     #: learning rate of log(alpha) (0: fixed); tuned after each PG actor update, else once per step
     alpha_lr: float = 3e-4
@@ -188,7 +188,7 @@ class TrainConfig:
     alpha_betas: tuple[float, float] = (0.9, 0.999)
     #: target entropy: `-|A| * target_entropy_mul` (continuous), `0.98 log|A| * target_entropy_mul`
     target_entropy_mul: float = 1.0
-    #: act with Gaussian noise on the deterministic action (DDPG/TD3 need it); discrete: eps-greedy
+    #: add Gaussian noise to the policy's sample or deterministic action; discrete: eps-greedy
     use_exploration_process: bool = False
     #: exploration noise std (discrete: epsilon) at the start of the schedule
     exploration_param_init: float = 0.1
@@ -218,7 +218,7 @@ class TrainConfig:
     infinite_bootstrap: bool = False
     #: never stop bootstrapping, whatever ends an episode
     ignore_all_dones: bool = False
-    #: caps evaluation episodes and is `infinite_bootstrap`'s limit; training envs keep their own
+    #: training and evaluation episodes end (truncated) at this step; None: the env's own limit
     max_episode_steps: int | None = None
     #: with `Agent.auto_rescale_targets`: keep critic outputs when PopArt statistics move ("POP")
     pop: bool = False
@@ -268,8 +268,8 @@ class TrainConfig:
     encoder_lambda: float = 0.0
     #: DrAC penalty on the actor's change between augmented and original observations
     actor_lambda: float = 0.0
-    #: fraction of each batch whose observations are augmented
-    aug_mix: float = 1.0
+    #: fraction of each batch whose observations are augmented; None: all of it (with `augmenter`)
+    aug_mix: float | None = None
 
     # --- Evaluation, logging and saving ---
     #: evaluate the deterministic policy every this many steps of each phase (and at its end)
@@ -292,8 +292,8 @@ class TrainConfig:
     save_to_disk: bool = True
     #: save the agent's weights every this many steps
     save_interval: int = 10_000
-    #: also keep the weights of the best evaluation in `<run_dir>/best`
-    save_best: bool = False
+    #: keep the best evaluation's weights in `<run_dir>/best`: True (mean return) or a metric name
+    save_best: bool | str = False
     #: write metrics with `logging_method`
     log_to_disk: bool = True
     #: log metrics every this many steps (the only time they are read from the device)

@@ -7,6 +7,37 @@ import numpy as np
 
 from super_sac.agent import Agent
 
+#: the metrics :func:`evaluate_agent` returns (the loop logs them as ``eval/<name>``)
+EVAL_METRICS = ("return_mean", "return_std", "return_min", "return_max", "length_mean")
+#: metric names of the original super_sac that ``save_best`` accepts, and ours they stand for
+METRIC_ALIASES = {"eval/mean_return": "return_mean"}
+
+
+def eval_metric(name: str) -> str | None:
+    """The evaluation metric ``name`` stands for: a name of :data:`EVAL_METRICS`, the same name
+    with the loggers' ``eval/`` prefix, or an alias of :data:`METRIC_ALIASES`; ``None`` when it
+    stands for none of them."""
+    name = METRIC_ALIASES.get(name, name).removeprefix("eval/")
+    return name if name in EVAL_METRICS else None
+
+
+def save_best_metric(save_best: bool | str) -> str | None:
+    """The metric that decides which evaluation is the best one for the loop's ``save_best``
+    setting: ``None`` when it is off, ``"return_mean"`` for ``True``, else the named metric
+    (larger is better).
+
+    :raises ValueError: for a name that is not an evaluation metric.
+    """
+    if not isinstance(save_best, str):
+        return "return_mean" if save_best else None
+    metric = eval_metric(save_best)
+    if metric is None:
+        raise ValueError(
+            f"save_best = {save_best!r} is not an evaluation metric; use True (mean return) or "
+            f"one of {', '.join(repr(m) for m in EVAL_METRICS)}"
+        )
+    return metric
+
 
 def evaluate_agent(
     agent: Agent,

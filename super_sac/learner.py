@@ -80,7 +80,11 @@ class Learner:
         self.actor_optimizer = build_optimizer(actor)
         # behavioral cloning trains the encoder through the actor's loss (no critic runs then)
         self.bc_optimizer = build_optimizer(actor, encoder) if cfg.bc_warmup_steps > 0 else None
-        init_log_alpha = math.log(cfg.init_alpha) if cfg.init_alpha > 0 else -math.inf
+        init_log_alpha = (
+            math.log(cfg.init_alpha or 1e-15)
+            if cfg.init_alpha > 0 or cfg.alpha_lr > 0
+            else -math.inf
+        )
         # one entropy coefficient per SUNRISE member (a scalar for a single agent)
         shape = (agent.ensemble_size,) if agent.ensemble_size > 1 else ()
         self.log_alpha = torch.full(

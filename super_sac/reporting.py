@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from super_sac.collector import episode_seed
-from super_sac.evaluation import evaluate_agent
+from super_sac.evaluation import evaluate_agent, save_best_metric
 from super_sac.utils import atomic_write_json
 
 if TYPE_CHECKING:
@@ -92,7 +92,9 @@ def write_diagnostics(trainer: Trainer, values: dict[str, float]) -> Path | None
 
 
 def evaluate(trainer: Trainer) -> dict[str, float]:
-    """Run the evaluation episodes (seeded per evaluation) and remember the best return."""
+    """Run the evaluation episodes (seeded per evaluation) and remember the best return; with
+    ``save_best``, save the agent to ``<run_dir>/best`` when its metric beats every earlier
+    evaluation of the run (``best/metric.json`` says which metric, value and step)."""
     cfg = trainer.cfg
     if cfg.eval_episodes == 0:
         return {}
@@ -105,12 +107,26 @@ def evaluate(trainer: Trainer) -> dict[str, float]:
     )
     trainer.logger.log({f"eval/{k}": v for k, v in result.items()}, trainer.log_step)
     result.update(env_steps=trainer.env_steps, phase=trainer.phase, phase_step=trainer.step)
+    metric = save_best_metric(cfg.save_best)
+    # the earlier evaluations are in the (checkpointed) history, so a resumed run compares too
+    best_before = max((h[metric] for h in trainer.eval_history if metric in h), default=-math.inf)
     trainer.last_eval = result
     trainer.eval_history.append(result)
-    if result["return_mean"] > trainer.best_return:
-        trainer.best_return = result["return_mean"]
-        if cfg.save_best and cfg.save_to_disk and trainer.run_dir is not None:
-            trainer.agent.save(trainer.run_dir / "best")
+    trainer.best_return = max(trainer.best_return, result["return_mean"])
+    improved = metric is not None and result[metric] > best_before
+    if improved and cfg.save_to_disk and trainer.run_dir is not None:
+        folder = trainer.run_dir / "best"
+        trainer.agent.save(folder)
+        atomic_write_json(
+            folder / "metric.json",
+            {
+                "metric": metric,
+                "value": result[metric],
+                "env_steps": trainer.env_steps,
+                "phase": trainer.phase,
+                "phase_step": trainer.step,
+            },
+        )
     return result
 
 

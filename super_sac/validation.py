@@ -11,6 +11,7 @@ import numbers
 import os
 import types
 import typing
+import warnings
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -20,6 +21,7 @@ from gymnasium.vector import AutoresetMode
 
 from super_sac.agent import Agent
 from super_sac.config import TrainConfig, format_type
+from super_sac.evaluation import EVAL_METRICS, METRIC_ALIASES, eval_metric
 from super_sac.loggers import resolve_wandb_target
 from super_sac.replay import ReplayBuffer
 from super_sac.wrappers import has_finite_bounds
@@ -40,8 +42,22 @@ class ConfigError(ValueError):
     """A setting (or a combination of settings) that cannot work; raised before training."""
 
 
+class ConfigWarning(UserWarning):
+    """A setting that has no effect in this combination (harmless, but probably unintended), or
+    a value kept for the original super_sac's gin files whose meaning deserves a mention."""
+
+
 def _err(binding: str, problem: str, fix: str) -> ConfigError:
     return ConfigError(f"super_sac.{binding}: {problem}. Fix: {fix}")
+
+
+def _warn(binding: str, problem: str, fix: str) -> None:
+    """Warn once per run (validation runs once) about ``super_sac.<binding>``."""
+    warnings.warn(f"super_sac.{binding}: {problem}. Fix: {fix}", ConfigWarning, stacklevel=3)
+
+
+def _default(name: str) -> Any:
+    return next(f.default for f in dataclasses.fields(TrainConfig) if f.name == name)
 
 
 # ------------------------------------------------------------------ types of the values
@@ -195,7 +211,6 @@ def validate_config(
         "checkpoint_interval",
         "keep_checkpoints",
         "critic_updates_per_step",
-        "pg_actor_updates_per_step",
         "transitions_per_online_step",
         "batch_size",
         "target_delay",
@@ -205,7 +220,6 @@ def validate_config(
         "save_interval",
         "n_step",
         "target_critic_ensemble_n",
-        "afbc_actor_updates_per_step",
         "afbc_adv_samples",
     )
     for key in positive:
@@ -218,6 +232,8 @@ def validate_config(
         "num_steps_online",
         "num_steps_offline",
         "bc_warmup_steps",
+        "pg_actor_updates_per_step",
+        "afbc_actor_updates_per_step",
     ):
         if getattr(cfg, key) < 0:
             raise _err(f"{key} = {getattr(cfg, key)}", "must be >= 0", "use a non-negative value")
@@ -242,7 +258,10 @@ def validate_config(
         )
     if cfg.logging_method == "wandb" and cfg.log_to_disk:
         resolve_wandb_target(cfg.wandb_entity, cfg.wandb_project)
+    _validate_update_counts(cfg)
     _validate_phases(cfg, agent, buffer)
+    _validate_episodes(cfg)
+    _validate_unused_settings(cfg)
     if buffer.size < cfg.random_warmup_steps:
         raise _err(
             f"random_warmup_steps = {cfg.random_warmup_steps}",
@@ -250,12 +269,23 @@ def validate_config(
             "overwritten before training starts",
             "enlarge the buffer or warm up for less",
         )
-    if agent.stochastic:
-        if cfg.alpha_lr > 0 and cfg.init_alpha <= 0:
+    for key in ("init_alpha", "alpha_lr"):
+        if getattr(cfg, key) < 0:
             raise _err(
-                f"init_alpha = {cfg.init_alpha}",
-                "automatic entropy tuning (alpha_lr > 0) needs a positive initial alpha",
-                "set init_alpha > 0, or alpha_lr = 0 to disable tuning",
+                f"{key} = {getattr(cfg, key)}",
+                "must be >= 0",
+                "use e.g. init_alpha = 0.1 and alpha_lr = 1e-4 (tuned), or 0 and 0 (no entropy)",
+            )
+    _validate_exploration(cfg, agent)
+    if agent.stochastic:
+        if cfg.alpha_lr > 0 and cfg.init_alpha == 0:
+            # the original super_sac started log(alpha) at log(1e-15) and tuned it from there
+            _warn(
+                f"init_alpha = 0 with alpha_lr = {cfg.alpha_lr}",
+                "alpha starts at 1e-15 and is tuned from there (as in the original super_sac), "
+                "so the entropy bonus is off until tuning raises it",
+                "set init_alpha > 0 (e.g. 0.1) to start from a visible entropy bonus, or "
+                "alpha_lr = 0 to keep alpha at 0",
             )
     else:
         if cfg.init_alpha != 0 or cfg.alpha_lr != 0:
@@ -275,6 +305,124 @@ def validate_config(
         _validate_discrete_settings(cfg)
     _validate_optimizer_settings(cfg)
     _validate_envs(cfg, agent, train_env, test_env)
+
+
+def _validate_update_counts(cfg: TrainConfig) -> None:
+    """A count of actor updates may be 0 only where that kind of update never runs (as the
+    original super_sac's gin files write ``afbc_actor_updates_per_step = 0`` for SAC)."""
+    if cfg.use_pg_update_online and cfg.num_steps_online > 0 and cfg.pg_actor_updates_per_step == 0:
+        raise _err(
+            "pg_actor_updates_per_step = 0",
+            f"use_pg_update_online = True runs policy-gradient actor (and alpha) updates in the "
+            f"{cfg.num_steps_online} online steps, but 0 per step means that none would run",
+            "set pg_actor_updates_per_step = 1 (or more), or use_pg_update_online = False "
+            "(with use_afbc_update_online = True for AWAC-style online learning)",
+        )
+    if cfg.num_steps_offline > 0:
+        afbc_by = f"num_steps_offline = {cfg.num_steps_offline}"
+    elif cfg.use_afbc_update_online and cfg.num_steps_online > 0:
+        afbc_by = "use_afbc_update_online = True"
+    else:
+        return
+    if cfg.afbc_actor_updates_per_step == 0:
+        raise _err(
+            "afbc_actor_updates_per_step = 0",
+            f"{afbc_by} runs advantage-filtered BC actor updates, but 0 per step means that "
+            "none would run",
+            "set afbc_actor_updates_per_step = 1 (or more), or num_steps_offline = 0 and "
+            "use_afbc_update_online = False",
+        )
+
+
+def _validate_episodes(cfg: TrainConfig) -> None:
+    """``max_episode_steps`` and what depends on it."""
+    if cfg.max_episode_steps is not None and cfg.max_episode_steps < 1:
+        raise _err(
+            f"max_episode_steps = {cfg.max_episode_steps}",
+            "episodes need at least one step",
+            "use a positive limit, or None for the env's own",
+        )
+    if cfg.infinite_bootstrap and cfg.max_episode_steps is None:
+        raise _err(
+            "infinite_bootstrap = True",
+            "it bootstraps through a termination at exactly max_episode_steps, but "
+            "max_episode_steps is None",
+            "set super_sac.max_episode_steps to the episodes' time limit (e.g. 1000), or "
+            "infinite_bootstrap = False",
+        )
+
+
+def _validate_exploration(cfg: TrainConfig, agent: Agent) -> None:
+    """Target policy smoothing and the exploration noise schedule."""
+    if cfg.target_noise_std is not None and cfg.target_noise_std < 0:
+        raise _err(
+            f"target_noise_std = {cfg.target_noise_std}",
+            "a standard deviation must be >= 0",
+            "use e.g. 0.2 (TD3), 0 (no smoothing) or None",
+        )
+    stochastic_continuous = agent.stochastic and not agent.discrete
+    if stochastic_continuous and cfg.target_noise_std is not None and cfg.target_noise_std > 0:
+        raise _err(
+            f"target_noise_std = {cfg.target_noise_std}",
+            "target policy smoothing perturbs a deterministic actor's next action (TD3), but "
+            f"the actor {type(agent.actor).__name__} is stochastic: its next action is already a "
+            "sample, so the noise would be ignored",
+            "set target_noise_std = None (or 0), or use Agent.actor_network_cls = "
+            "@super_sac.nets.mlps.ContinuousDeterministicActor (as td3.gin does)",
+        )
+    init, final = cfg.exploration_param_init, cfg.exploration_param_final
+    if cfg.use_exploration_process and cfg.exploration_param_anneal == 0 and init != final:
+        raise _err(
+            "exploration_param_anneal = 0",
+            f"use_exploration_process = True anneals the noise from exploration_param_init = "
+            f"{init} to exploration_param_final = {final}, but over 0 transitions the initial "
+            "value would never be used",
+            "anneal over 1 or more transitions (e.g. 250_000), or set exploration_param_init = "
+            "exploration_param_final for a constant noise",
+        )
+
+
+def _validate_unused_settings(cfg: TrainConfig) -> None:
+    """Settings that would have no effect: an error when the run cannot do what they ask, a
+    warning when ignoring them is harmless."""
+    if cfg.aug_mix is not None and not 0.0 <= cfg.aug_mix <= 1.0:
+        raise _err(
+            f"aug_mix = {cfg.aug_mix}",
+            "a fraction of the batch must lie in [0, 1]",
+            "use e.g. 0.9, or leave it at None (all of the batch)",
+        )
+    if cfg.augmenter is None and cfg.aug_mix not in (None, 0):
+        _warn(
+            f"aug_mix = {cfg.aug_mix}",
+            "it has no effect: no augmenter is set (super_sac.augmenter = None), so no "
+            "observation is augmented",
+            "remove the aug_mix binding (or set an augmenter once super_sac implements "
+            "augmentation)",
+        )
+    max_dist = cfg.smoothness_markov_max_dist
+    if cfg.smoothness_markov_coeff == 0 and max_dist != _default("smoothness_markov_max_dist"):
+        _warn(
+            f"smoothness_markov_max_dist = {max_dist}",
+            "it has no effect: it sets the distance of the Markov smoothness penalty, which is "
+            "off (smoothness_markov_coeff = 0; the Markov losses are not implemented yet)",
+            "remove the smoothness_markov_max_dist binding",
+        )
+    if isinstance(cfg.save_best, str) and eval_metric(cfg.save_best) is None:
+        aliases = ", ".join(f"{k!r} (= {v!r})" for k, v in METRIC_ALIASES.items())
+        raise _err(
+            f"save_best = {cfg.save_best!r}",
+            "is not a metric of the evaluations",
+            f"use True (the mean return) or one of {', '.join(repr(m) for m in EVAL_METRICS)} "
+            f"(also with the 'eval/' prefix the logs show), or {aliases}",
+        )
+    wants_best = isinstance(cfg.save_best, str) or bool(cfg.save_best)
+    if wants_best and (not cfg.save_to_disk or cfg.eval_episodes == 0):
+        why = "save_to_disk = False" if not cfg.save_to_disk else "eval_episodes = 0"
+        _warn(
+            f"save_best = {cfg.save_best!r}",
+            f"it has no effect with {why}: no best weights are saved",
+            "set save_to_disk = True and eval_episodes >= 1, or remove the save_best binding",
+        )
 
 
 def _validate_ensemble(cfg: TrainConfig, agent: Agent) -> None:
@@ -481,6 +629,17 @@ def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym
                 "final observation of every episode. Fix: build it with autoreset_mode="
                 "gymnasium.vector.AutoresetMode.DISABLED (the loop resets episodes itself, and "
                 "resumed runs replay them exactly) or AutoresetMode.SAME_STEP."
+            )
+        disabled = mode in (AutoresetMode.DISABLED, AutoresetMode.DISABLED.value)
+        if cfg.max_episode_steps is not None and not disabled:
+            raise _err(
+                f"max_episode_steps = {cfg.max_episode_steps}",
+                f"training episodes are cut at this step, but the vector train_env resets its "
+                f"envs itself (autoreset mode {mode})",
+                "build the vector env with autoreset_mode=gymnasium.vector.AutoresetMode.DISABLED "
+                "(the loop then resets the envs), or leave max_episode_steps = None and give each "
+                "env its own limit (gymnasium.wrappers.TimeLimit, or gymnasium.make(..., "
+                "max_episode_steps=N))",
             )
 
 

@@ -253,10 +253,15 @@ def test_epsilon_follows_the_linear_schedule_in_the_loop():
     assert math.isclose(trainer.noise.std, 0.775)
     trainer.collect(1000)
     assert math.isclose(trainer.noise.std, 0.1)
-    # with epsilon = 0 the loop acts greedily
+    # with epsilon = 0 the loop acts with the policy's sample (epsilon-greedy perturbs a sample,
+    # as in the original super_sac), drawn from torch's generator
     trainer.noise.final = 0.0
-    obs = trainer.obs
-    assert np.array_equal(trainer.collector.choose_actions(obs), agent.forward(obs, batched=True))
+    obs = {"obs": np.repeat(trainer.obs["obs"], 64, axis=0)}  # 64 samples: not all greedy
+    torch.manual_seed(3)
+    explored = trainer.collector.choose_actions(obs)
+    torch.manual_seed(3)
+    assert np.array_equal(explored, agent.sample_action(obs, batched=True))
+    assert not np.array_equal(explored, agent.forward(obs, batched=True))
 
 
 # ----------------------------------------------------------------------------- the loop

@@ -304,7 +304,7 @@ def _run(agent=None, train_env=None, test_env=None, **kwargs):
         ({"gamma": 1.5}, "gamma"),
         ({"logging_method": "csv", "log_to_disk": True}, "logging_method = 'csv'"),
         ({"random_warmup_steps": 1000}, "random_warmup_steps = 1000.*buffer"),
-        ({"alpha_lr": 1e-3, "init_alpha": 0.0}, "init_alpha"),
+        ({"alpha_lr": 1e-3, "init_alpha": -0.1}, "init_alpha = -0.1: must be >= 0"),
         ({"actor_q_reduction": "max"}, "actor_q_reduction"),
     ],
 )
