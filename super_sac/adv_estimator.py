@@ -170,8 +170,13 @@ def advantage_priorities(
     re-scored) once the critic changes its mind, and ``alpha = 0.6`` (Schaul et al. 2016) flattens
     the distribution.
 
+    A non-finite advantage (a diverging critic) gets the floor priority ``eps^alpha``, so the
+    index stays valid and the loop's NaN guard reports the divergence with its diagnostics.
+
     :param adv: advantages ``A(s, a)``.
     :param eps: the floor added to every priority.
     :param alpha: the priority exponent.
     """
-    return (adv.detach().reshape(-1).float().clamp_min(0.0) + eps).pow(alpha)
+    adv = adv.detach().reshape(-1).float()
+    adv = torch.where(torch.isfinite(adv), adv, torch.zeros_like(adv))
+    return (adv.clamp_min(0.0) + eps).pow(alpha)

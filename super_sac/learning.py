@@ -247,8 +247,8 @@ def online_actor_update(
     actor gradients through the encoder harmful for pixel SAC).
 
     :return: ``actor/loss``, ``actor/q`` and, for stochastic actors, ``actor/log_prob``
-        (the weighted batch mean of ``log pi`` -- for discrete actors the exact
-        ``sum_a pi log pi`` --, which :func:`alpha_update` consumes).
+        (the batch mean of ``log pi`` -- for discrete actors the exact ``sum_a pi log pi`` --,
+        self-normalised by the weights, which :func:`alpha_update` consumes).
     """
     with torch.no_grad():
         rep = agent.encoder(batch.obs)
@@ -264,7 +264,7 @@ def online_actor_update(
         action, log_prob = agent.actor(rep).rsample_with_log_prob()
         q = lu.reduce_critics(agent.critic(rep, action, detach_params=True), actor_q_reduction)
         loss = lu.sac_actor_loss(q, log_prob, alpha, weights)
-        logs["actor/log_prob"] = lu.weighted_mean(log_prob.detach(), weights)
+        logs["actor/log_prob"] = lu.normalized_weighted_mean(log_prob.detach(), weights)
     else:
         action = agent.actor(rep)
         q = lu.reduce_critics(agent.critic(rep, action, detach_params=True), actor_q_reduction)
@@ -280,15 +280,17 @@ def policy_log_prob(agent: Agent, batch: Batch) -> torch.Tensor:
     """The policy's mean log-probability on ``batch``'s states, for an alpha update that runs
     without a policy-gradient update (AWAC-style online fine-tuning).
 
-    ``E[log pi(a|s)]`` with ``a ~ pi(.|s)`` (discrete: the exact ``sum_a pi log pi``), each state
-    weighted by ``batch.weights``. :return: a scalar, or ``(E,)`` for SUNRISE members.
+    ``E[log pi(a|s)]`` with ``a ~ pi(.|s)`` (discrete: the exact ``sum_a pi log pi``), the states
+    weighted by ``batch.weights`` (self-normalised, see
+    :func:`super_sac.learning_utils.normalized_weighted_mean`). :return: a scalar, or ``(E,)``
+    for SUNRISE members.
     """
     dist = agent.actor(agent.encoder(batch.obs))
     if agent.discrete:
         per_state = (dist.probs * dist.logits).sum(dim=-1, keepdim=True)
     else:
         per_state = dist.rsample_with_log_prob()[1]
-    return (per_state * batch.weights).mean(dim=(-2, -1))
+    return lu.normalized_weighted_mean(per_state, batch.weights)
 
 
 @torch.no_grad()

@@ -213,6 +213,17 @@ def weighted_mean(x: torch.Tensor, weights: torch.Tensor | None = None) -> torch
     return x.mean() if weights is None else (x * weights).mean()
 
 
+def normalized_weighted_mean(x: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """``sum_b w_b x_b / sum_b w_b`` over the last two dimensions (the plain mean without
+    ``weights``): a consistent estimate of the uniform mean from a prioritized batch, whatever the
+    scale of the weights. Alpha's input uses it: unlike a loss, whose gradient a common factor on
+    the weights only rescales, alpha balances ``E[log pi]`` against a fixed target, so the scale
+    of ``mean_b w_b`` (below 1 for prioritized replay's weights) would move its fixed point."""
+    if weights is None:
+        return x.mean(dim=(-2, -1))
+    return (x * weights).sum(dim=(-2, -1)) / weights.sum(dim=(-2, -1)).clamp_min(1e-12)
+
+
 def sac_actor_loss(
     q: torch.Tensor,
     log_prob: torch.Tensor,
@@ -248,12 +259,12 @@ def expected_log_prob(
     probs: torch.Tensor, log_probs: torch.Tensor, weights: torch.Tensor | None = None
 ) -> torch.Tensor:
     """``E_s[sum_a pi(a|s) log pi(a|s)]``, minus the mean exact entropy of categorical policies
-    (states weighted by ``weights`` ``(B, 1)`` when given).
+    (states weighted by ``weights`` ``(B, 1)``, self-normalised, when given).
 
     This is what :func:`alpha_loss` takes as ``log_prob_mean`` for discrete actions
     (Christodoulou 2019, eq. 11: the entropy is computed exactly instead of from a sample).
     """
-    return weighted_mean((probs * log_probs).sum(dim=-1, keepdim=True), weights)
+    return normalized_weighted_mean((probs * log_probs).sum(dim=-1, keepdim=True), weights)
 
 
 def afbc_actor_loss(log_prob: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

@@ -116,7 +116,12 @@ class PopArt(nn.Module):
             self.count.copy_(other.count)
 
     def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: object) -> None:
-        # saves from before the bias correction have no count: their statistics are mature
+        # saves from before the bias correction have no count: statistics still at their initial
+        # values (mu = 0, nu = 1) never moved, others are treated as mature (step = beta)
         if prefix + "mu" in state_dict and prefix + "count" not in state_dict:
-            state_dict[prefix + "count"] = torch.tensor(1e9, dtype=torch.float64)
+            untouched = bool(
+                (state_dict[prefix + "mu"] == 0).all() and (state_dict[prefix + "nu"] == 1).all()
+            )
+            count = 0.0 if untouched else 1e9
+            state_dict[prefix + "count"] = torch.tensor(count, dtype=torch.float64)
         super()._load_from_state_dict(state_dict, prefix, *args)

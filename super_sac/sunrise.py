@@ -180,8 +180,8 @@ def ensemble_actor_update(
     ``actor_q_reduction``, ``u`` prioritized replay's importance weights (ones for uniform
     batches). Detached encoder features; critic parameters get no gradient.
 
-    :return: ``actor/loss``, ``actor/q`` and ``actor/log_prob`` (``(E,)``: each member's
-        weighted mean log-probability, for the members' alpha updates).
+    :return: ``actor/loss``, ``actor/q`` and ``actor/log_prob`` (``(E,)``: each member's mean
+        log-probability, self-normalised by the weights, for the members' alpha updates).
     """
     with torch.no_grad():
         rep = agent.encoder(batch.obs)
@@ -208,5 +208,5 @@ def ensemble_actor_update(
     return {
         "actor/loss": loss.detach(),
         "actor/q": q.detach().mean(),
-        "actor/log_prob": (log_prob.detach() * weights).mean(dim=(1, 2)),
+        "actor/log_prob": lu.normalized_weighted_mean(log_prob.detach(), batch.weights),
     }

@@ -303,7 +303,7 @@ def validate_config(
             )
     if agent.discrete:
         _validate_discrete_settings(cfg)
-    _validate_optimizer_settings(cfg)
+    _validate_optimizer_settings(cfg, agent, buffer)
     _validate_envs(cfg, agent, train_env, test_env)
 
 
@@ -643,8 +643,10 @@ def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym
             )
 
 
-def _validate_optimizer_settings(cfg: TrainConfig) -> None:
-    """Adam's betas for alpha, PopArt's step size and prioritized replay's final beta."""
+def _validate_optimizer_settings(cfg: TrainConfig, agent: Agent, buffer: ReplayBuffer) -> None:
+    """Adam's betas for alpha, PopArt's step size, prioritized replay's final beta and the
+    advantage's critic reduction: their ranges, and a warning when one is set where it does
+    nothing."""
     betas = cfg.alpha_betas
     if len(betas) != 2 or not all(isinstance(b, (int, float)) and 0.0 <= b < 1.0 for b in betas):
         raise _err(
@@ -664,3 +666,40 @@ def _validate_optimizer_settings(cfg: TrainConfig) -> None:
             "prioritized replay's importance-sampling exponent must lie in [0, 1]",
             "use 1.0 (Schaul et al. 2016), or None to keep the buffer's beta fixed",
         )
+    _warn_unused_fidelity_settings(cfg, agent, buffer)
+
+
+def _warn_unused_fidelity_settings(cfg: TrainConfig, agent: Agent, buffer: ReplayBuffer) -> None:
+    afbc_runs = cfg.num_steps_offline > 0 or (
+        cfg.use_afbc_update_online and cfg.num_steps_online > 0
+    )
+    unused = (
+        (
+            "popart_beta",
+            getattr(agent.critic, "popart", None) is None,
+            "the critics have no PopArt statistics",
+            "set Agent.auto_rescale_targets = True, or remove the binding",
+        ),
+        (
+            "per_beta_final",
+            not buffer.prioritized,
+            "the ReplayBuffer samples uniformly, so there are no importance weights",
+            "set ReplayBuffer.prioritized = True, or remove the binding",
+        ),
+        (
+            "alpha_betas",
+            cfg.alpha_lr == 0,
+            "alpha is not tuned (alpha_lr = 0)",
+            "set alpha_lr > 0, or remove the binding",
+        ),
+        (
+            "afbc_critic_reduction",
+            not afbc_runs,
+            "no AFBC update runs, so no advantage is estimated",
+            "set num_steps_offline > 0 or use_afbc_update_online = True, or remove the binding",
+        ),
+    )
+    for name, does_nothing, problem, fix in unused:
+        value = getattr(cfg, name)
+        if does_nothing and value != _default(name):
+            _warn(f"{name} = {value!r}", f"has no effect: {problem}", fix)

@@ -103,10 +103,11 @@ def test_discrete_actor_and_alpha_inputs_are_importance_weighted():
         log_prob = (dist.probs * dist.logits).sum(-1, keepdim=True)
     logs = learning.online_actor_update(agent, batch, _sgd(agent.actor), alpha=alpha)
     assert logs["actor/loss"].item() == pytest.approx((WEIGHTS * per_state).mean().item(), 1e-5)
-    assert logs["actor/log_prob"].item() == pytest.approx((WEIGHTS * log_prob).mean().item(), 1e-5)
+    # alpha's input is self-normalised: sum(w log pi) / sum(w)
+    expected = ((WEIGHTS * log_prob).sum() / WEIGHTS.sum()).item()
+    assert logs["actor/log_prob"].item() == pytest.approx(expected, rel=1e-5)
     # the alpha update without an actor update (AWAC online) weighs the states the same way
-    exact = learning.policy_log_prob(agent, batch)
-    assert exact.item() == pytest.approx((WEIGHTS * log_prob).mean().item(), rel=1e-5)
+    assert learning.policy_log_prob(agent, batch).item() == pytest.approx(expected, rel=1e-5)
 
 
 def test_sac_and_sunrise_actor_losses_scale_with_the_importance_weights():
@@ -122,7 +123,8 @@ def test_sac_and_sunrise_actor_losses_scale_with_the_importance_weights():
             torch.manual_seed(3)  # the same reparameterised samples
             out.append(update(agent, _batch(WEIGHTS * scale), _sgd(agent.actor), alpha=alpha))
         assert out[1]["actor/loss"].item() == pytest.approx(2 * out[0]["actor/loss"].item(), 1e-5)
-        assert torch.allclose(out[1]["actor/log_prob"], 2 * out[0]["actor/log_prob"], rtol=1e-5)
+        # alpha's input does not depend on the weights' scale
+        assert torch.allclose(out[1]["actor/log_prob"], out[0]["actor/log_prob"], rtol=1e-5)
 
 
 def test_behavioral_cloning_loss_is_importance_weighted():
@@ -292,3 +294,60 @@ def test_bad_optimizer_settings_name_the_binding(setting, message):
     env = make_gym_env("Pendulum-v1")
     with pytest.raises(ConfigError, match=message):
         validate_config(trainer_cfg, agent, ReplayBuffer(100, verbose=False), env, env)
+
+
+def test_alpha_stays_put_at_the_target_entropy_whatever_the_importance_weights():
+    """Prioritized replay's weights are at most 1; a plain weighted mean of log pi would move
+    alpha's fixed point (and make a discrete alpha grow for ever)."""
+    agent = Agent(4, nets.FlatEncoder(3), discrete=True, hidden_size=8)
+    with torch.no_grad():
+        for p in agent.actor.parameters():
+            p.zero_()  # uniform policy: entropy log 4
+    # target entropy 0.98 log|A| * mul = log 4, the policy's own
+    learner = Learner(agent, TrainConfig(init_alpha=0.1, alpha_lr=0.1, target_entropy_mul=1 / 0.98))
+    weights = torch.linspace(0.1, 1.0, 8).reshape(-1, 1)
+    for _ in range(5):
+        logs = learner.alpha_step(_batch(weights, discrete=True))
+    assert logs["alpha/value"].item() == pytest.approx(0.1, rel=1e-5)
+
+
+def test_non_finite_advantages_get_the_floor_priority():
+    p = advantage_priorities(torch.tensor([float("nan"), float("inf"), -float("inf"), 1.0]))
+    assert torch.isfinite(p).all()
+    assert p[:3].tolist() == pytest.approx([1e-4**0.6] * 3)
+
+
+def test_popart_beta_and_the_advantage_reduction_reach_the_updates():
+    torch.manual_seed(0)
+    agent = Agent(2, nets.FlatEncoder(3), hidden_size=8, auto_rescale_targets=True)
+    learner = Learner(agent, TrainConfig(popart_beta=0.02))
+    assert agent.critic.popart.beta == learner.target_agent.critic.popart.beta == 0.02
+    batch = _batch()
+    advantages = {}
+    for reduction in ("min", "mean"):
+        learner.cfg.afbc_critic_reduction = reduction
+        torch.manual_seed(4)
+        advantages[reduction] = learner.advantage(batch)
+        torch.manual_seed(4)
+        direct = learning.batch_advantage(agent, batch, 4, reduction)
+        assert torch.equal(advantages[reduction], direct)
+    assert not torch.allclose(advantages["min"], advantages["mean"])
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"popart_beta": 0.01}, "popart_beta = 0.01: has no effect: the critics have no PopArt"),
+        ({"per_beta_final": 0.5}, "per_beta_final = 0.5: has no effect: .*samples uniformly"),
+        ({"alpha_betas": (0.5, 0.999), "alpha_lr": 0.0, "init_alpha": 0.1}, "alpha_betas"),
+        ({"afbc_critic_reduction": "mean"}, "afbc_critic_reduction = 'mean': has no effect"),
+    ],
+)
+def test_fidelity_settings_that_do_nothing_warn(setting, message):
+    from super_sac.validation import ConfigWarning, validate_config
+
+    cfg = TrainConfig(random_warmup_steps=10, logging_method="none", log_to_disk=False, **setting)
+    agent = Agent(1, nets.FlatEncoder(3), hidden_size=8)
+    env = make_gym_env("Pendulum-v1")
+    with pytest.warns(ConfigWarning, match=message):
+        validate_config(cfg, agent, ReplayBuffer(100, verbose=False), env, env)

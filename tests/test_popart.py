@@ -56,7 +56,12 @@ def test_saves_without_an_update_count_still_load():
     del state["popart.count"]
     fresh = ContinuousCritic(4, 2, num_critics=2, hidden_size=8, popart=True)
     fresh.load_state_dict(state)
-    assert fresh.popart.count.item() == 1e9  # mature statistics: the step is beta
+    assert fresh.popart.count.item() == 0  # statistics that never moved start afresh
+    critic.popart.update(torch.randn(8, 1) + 3)
+    state = critic.state_dict()
+    del state["popart.count"]
+    fresh.load_state_dict(state)
+    assert fresh.popart.count.item() == 1e9  # moved statistics count as mature: the step is beta
 
 
 def test_per_member_targets():
@@ -96,14 +101,15 @@ def _batch(b=16):
     )
 
 
-def test_critic_update_with_popart_shares_statistics_and_preserves_target_values():
+def test_critic_update_with_popart_shares_statistics_and_preserves_target_values(monkeypatch):
     agent = Agent(2, nets.FlatEncoder(3), hidden_size=16, auto_rescale_targets=True)
     target_agent = learning.make_target_agent(agent)
     opt = optim.build_optimizer(optim.ParamGroup(list(agent.critic.parameters()), 1e-3))
     batch = _batch()
     rep = batch.next_obs["obs"]
     target_q_before = target_agent.critic(rep, batch.action)
-    agent.critic.popart.beta = 0.1
+    targets = batch.reward  # about 500 +- 100
+    monkeypatch.setattr(learning, "compute_td_target", lambda *a, **k: targets)
     logs = learning.critic_update(
         agent,
         target_agent,
@@ -115,7 +121,9 @@ def test_critic_update_with_popart_shares_statistics_and_preserves_target_values
     )
     assert torch.isfinite(logs["critic/loss"])
     assert torch.equal(agent.critic.popart.mu, target_agent.critic.popart.mu)
-    assert agent.critic.popart.mu.mean() > 10  # moved towards targets of about 500
+    # the first bias-corrected step is 1: each critic's statistics are the targets' moments
+    assert torch.allclose(agent.critic.popart.mu, targets.mean().expand(2, 1, 1))
+    assert torch.allclose(agent.critic.popart.sigma, targets.std(correction=0).expand(2, 1, 1))
     assert torch.allclose(target_agent.critic(rep, batch.action), target_q_before, atol=1e-2)
 
 
