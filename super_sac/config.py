@@ -278,6 +278,8 @@ class TrainConfig:
     eval_episodes: int = 10
     #: render the evaluation episodes
     render: bool = False
+    #: video of the first episode of every k-th evaluation (`<run_dir>/videos`, the logger); 0: none
+    video_interval: int = 0
     #: metric logger: "tensorboard", "wandb" or "none"
     logging_method: LoggingMethod = "tensorboard"
     #: wandb account; None: `$SSAC_WANDB_ACCOUNT`

@@ -6,6 +6,7 @@ import gymnasium as gym
 import numpy as np
 
 from super_sac.agent import Agent
+from super_sac.video import render_frame
 
 #: the metrics :func:`evaluate_agent` returns (the loop logs them as ``eval/<name>``)
 EVAL_METRICS = ("return_mean", "return_std", "return_min", "return_max", "length_mean")
@@ -45,6 +46,7 @@ def evaluate_agent(
     eval_episodes: int = 10,
     max_episode_steps: int | None = None,
     render: bool = False,
+    frames: list[np.ndarray] | None = None,
 ) -> dict[str, float]:
     """Run ``eval_episodes`` episodes acting with ``agent.forward`` (the mean action).
 
@@ -53,19 +55,26 @@ def evaluate_agent(
     :param eval_episodes: number of episodes.
     :param max_episode_steps: cut episodes at this many steps (``None``: the env's own limit).
     :param render: call ``env.render()`` every step.
+    :param frames: when a list, the first episode's rendered frames are appended to it (the
+        frame after the reset and one after every step; the env must render ``rgb_array``).
     :return: ``return_mean``, ``return_std``, ``return_min``, ``return_max``, ``length_mean``.
     """
     returns, lengths = [], []
     was_training = agent.training
     agent.eval()
-    for _ in range(eval_episodes):
+    for episode in range(eval_episodes):
         obs, _ = env.reset()
+        record = frames is not None and episode == 0
+        if record:
+            frames.append(render_frame(env))
         total, steps, done = 0.0, 0, False
         while not done:
             obs, reward, terminated, truncated, _ = env.step(agent.forward(obs))
             total += float(reward)
             steps += 1
-            if render:
+            if record:
+                frames.append(render_frame(env))
+            elif render:
                 env.render()
             done = (
                 terminated

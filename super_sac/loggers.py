@@ -29,6 +29,11 @@ class NullLogger:
     def log_histograms(self, tensors: dict[str, Any], step: int) -> None:
         """Histograms of the values of ``tensors`` (only tensorboard keeps them)."""
 
+    def log_video(
+        self, tag: str, frames: list[Any], step: int, fps: float, path: Path | None = None
+    ) -> None:
+        """An evaluation video: its ``(H, W, 3)`` uint8 ``frames`` and, when written, its file."""
+
     def close(self) -> None:
         pass
 
@@ -51,6 +56,21 @@ class TensorboardLogger(NullLogger):
     def log_histograms(self, tensors: dict[str, Any], step: int) -> None:
         for key, value in tensors.items():
             self.writer.add_histogram(key, value.detach().float().cpu(), global_step=step)
+
+    def log_video(
+        self, tag: str, frames: list[Any], step: int, fps: float, path: Path | None = None
+    ) -> None:
+        """The video as an animated GIF image summary (TensorBoard's Images tab plays it)."""
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        from super_sac.video import gif_bytes
+
+        height, width = frames[0].shape[:2]
+        image = Summary.Image(
+            height=height, width=width, colorspace=3, encoded_image_string=gif_bytes(frames, fps)
+        )
+        summary = Summary(value=[Summary.Value(tag=tag, image=image)])
+        self.writer._get_file_writer().add_summary(summary, step)
 
     def close(self) -> None:
         self.writer.close()
@@ -87,6 +107,15 @@ class WandbLogger(NullLogger):
 
     def log(self, metrics: dict[str, float], step: int) -> None:
         self.run.log(metrics, step=step)
+
+    def log_video(
+        self, tag: str, frames: list[Any], step: int, fps: float, path: Path | None = None
+    ) -> None:
+        """The written video file (wandb encodes arrays only with moviepy; a file needs nothing)."""
+        if path is not None:
+            import wandb
+
+            self.run.log({tag: wandb.Video(str(path), fps=int(round(fps)))}, step=step)
 
     def close(self) -> None:
         self.run.finish()

@@ -489,6 +489,7 @@ def super_sac(
     actor_lambda: float = 0.0,
     aug_mix: float | None = None,
     render: bool = False,
+    video_interval: int = 0,
     eval_interval: int = 5_000,
     eval_episodes: int = 10,
     logging_method: str = "tensorboard",

@@ -14,6 +14,7 @@ import numpy as np
 from super_sac.collector import episode_seed
 from super_sac.evaluation import evaluate_agent, save_best_metric
 from super_sac.utils import atomic_write_json
+from super_sac.video import write_video
 
 if TYPE_CHECKING:
     from super_sac.main import Trainer
@@ -102,10 +103,18 @@ def evaluate(trainer: Trainer) -> dict[str, float]:
         seed=episode_seed(trainer.base_seed, EVAL_ENV_INDEX, trainer.evaluations)
     )
     trainer.evaluations += 1
+    frames: list[np.ndarray] | None = [] if records_video(cfg, trainer.evaluations) else None
     result = evaluate_agent(
-        trainer.agent, trainer.test_env, cfg.eval_episodes, cfg.max_episode_steps, cfg.render
+        trainer.agent,
+        trainer.test_env,
+        cfg.eval_episodes,
+        cfg.max_episode_steps,
+        cfg.render,
+        frames=frames,
     )
     trainer.logger.log({f"eval/{k}": v for k, v in result.items()}, trainer.log_step)
+    if frames:
+        save_video(trainer, frames)
     result.update(env_steps=trainer.env_steps, phase=trainer.phase, phase_step=trainer.step)
     metric = save_best_metric(cfg.save_best)
     # the earlier evaluations are in the (checkpointed) history, so a resumed run compares too
@@ -128,6 +137,23 @@ def evaluate(trainer: Trainer) -> dict[str, float]:
             },
         )
     return result
+
+
+def records_video(cfg: Any, evaluations: int) -> bool:
+    """Whether the evaluation numbered ``evaluations`` (1 for the first) records a video:
+    every ``video_interval``-th one."""
+    return cfg.video_interval > 0 and evaluations % cfg.video_interval == 0
+
+
+def save_video(trainer: Trainer, frames: list[np.ndarray]) -> Path | None:
+    """Write an evaluation's frames to ``<run_dir>/videos/eval_<log step>.mp4`` (``.gif`` without
+    ffmpeg) and send them to the logger. :return: the file, or ``None`` without a run folder."""
+    fps = float(trainer.test_env.metadata.get("render_fps") or 30)
+    path = None
+    if trainer.run_dir is not None:
+        path = write_video(frames, trainer.run_dir / "videos" / f"eval_{trainer.log_step}", fps)
+    trainer.logger.log_video("eval/video", frames, trainer.log_step, fps, path)
+    return path
 
 
 def log(trainer: Trainer, elapsed: float) -> None:

@@ -24,6 +24,7 @@ from super_sac.config import TrainConfig, format_type
 from super_sac.evaluation import EVAL_METRICS, METRIC_ALIASES, eval_metric
 from super_sac.loggers import resolve_wandb_target
 from super_sac.replay import ReplayBuffer
+from super_sac.video import VIDEO_EXTRA_HINT, VideoDependencyError, require_encoder
 from super_sac.wrappers import has_finite_bounds
 
 # Settings of features that other parts of the roadmap add; each must stay at its default here.
@@ -304,6 +305,7 @@ def validate_config(
     if agent.discrete:
         _validate_discrete_settings(cfg)
     _validate_optimizer_settings(cfg, agent, buffer)
+    _validate_video(cfg, test_env)
     _validate_envs(cfg, agent, train_env, test_env)
 
 
@@ -703,3 +705,34 @@ def _warn_unused_fidelity_settings(cfg: TrainConfig, agent: Agent, buffer: Repla
         value = getattr(cfg, name)
         if does_nothing and value != _default(name):
             _warn(f"{name} = {value!r}", f"has no effect: {problem}", fix)
+
+
+def _validate_video(cfg: TrainConfig, test_env: gym.Env) -> None:
+    """Evaluation videos need an encoder and a test env that renders RGB frames."""
+    if cfg.video_interval < 0:
+        raise _err(
+            f"video_interval = {cfg.video_interval}",
+            "must be >= 0",
+            "use 0 (no videos) or k to record every k-th evaluation",
+        )
+    if cfg.video_interval == 0:
+        return
+    if cfg.eval_episodes == 0:
+        _warn(
+            f"video_interval = {cfg.video_interval}",
+            "has no effect: eval_episodes = 0, so there is no evaluation to record",
+            "set eval_episodes > 0, or video_interval = 0",
+        )
+        return
+    try:
+        require_encoder()
+    except VideoDependencyError as err:
+        raise _err(f"video_interval = {cfg.video_interval}", str(err), VIDEO_EXTRA_HINT) from None
+    mode = getattr(test_env, "render_mode", None)
+    if mode != "rgb_array":
+        raise _err(
+            f"video_interval = {cfg.video_interval}",
+            f"the test env renders no RGB frames (render_mode={mode!r})",
+            'make the test env with render_mode="rgb_array" (the training scripts do so when '
+            'video_interval > 0), e.g. gymnasium.make(env_id, render_mode="rgb_array")',
+        )

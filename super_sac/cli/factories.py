@@ -47,37 +47,49 @@ def unknown_env_message(env_id: str) -> str:
     )
 
 
-def make_env(env_id: str, max_episode_steps: int | None = None) -> gym.Env:
+def make_env(env_id: str, max_episode_steps: int | None = None, **kwargs: Any) -> gym.Env:
     """:func:`super_sac.wrappers.make_gym_env`, with an unknown id reported as
     :class:`UnknownEnvError` instead of gymnasium's traceback.
 
     :param env_id: gymnasium env id.
     :param max_episode_steps: episode time limit (None: the env's own).
+    :param kwargs: passed to ``gymnasium.make`` (e.g. ``render_mode="rgb_array"``).
     """
     try:
-        return make_gym_env(env_id, max_episode_steps)
+        return make_gym_env(env_id, max_episode_steps, **kwargs)
     except gym.error.UnregisteredEnv as err:
         raise UnknownEnvError(unknown_env_message(env_id)) from err
     except gym.error.DeprecatedEnv as err:  # an old version: gymnasium names the current one
         raise UnknownEnvError(f"gymnasium env id {env_id!r}: {err}") from err
 
 
-def make_envs(env_id: str, parallel_envs: int, max_episode_steps: int | None) -> tuple[Any, Any]:
+def make_envs(
+    env_id: str,
+    parallel_envs: int,
+    max_episode_steps: int | None,
+    test_render_mode: str | None = None,
+) -> tuple[Any, Any]:
     """The training env (a vector env when ``parallel_envs > 1``) and a single test env.
 
     :param env_id: gymnasium env id.
     :param parallel_envs: number of training envs.
     :param max_episode_steps: episode time limit (None: the env's own).
+    :param test_render_mode: the test env's render mode ("rgb_array" for evaluation videos).
     """
-    return train_and_test_envs(lambda: make_env(env_id, max_episode_steps), parallel_envs)
+    return train_and_test_envs(
+        lambda **kw: make_env(env_id, max_episode_steps, **kw), parallel_envs, test_render_mode
+    )
 
 
-def train_and_test_envs(make: Callable[[], gym.Env], parallel_envs: int) -> tuple[Any, gym.Env]:
+def train_and_test_envs(
+    make: Callable[..., gym.Env], parallel_envs: int, test_render_mode: str | None = None
+) -> tuple[Any, gym.Env]:
     """``make()`` as the training env (``parallel_envs`` of them in a ``SyncVectorEnv`` whose
     episodes the loop resets itself) and once more as the test env.
 
-    :param make: builds one env.
+    :param make: builds one env; takes ``render_mode=...`` when ``test_render_mode`` is given.
     :param parallel_envs: number of training envs.
+    :param test_render_mode: the test env's render mode, or ``None`` (no rendering, no cost).
     """
     if parallel_envs > 1:
         train_env = gym.vector.SyncVectorEnv(
@@ -85,7 +97,8 @@ def train_and_test_envs(make: Callable[[], gym.Env], parallel_envs: int) -> tupl
         )
     else:
         train_env = make()
-    return train_env, make()
+    test_env = make() if test_render_mode is None else make(render_mode=test_render_mode)
+    return train_env, test_env
 
 
 def gym_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
@@ -93,7 +106,13 @@ def gym_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
 
     :param args: the parsed command line.
     """
-    return make_envs(args.env, args.parallel_envs, args.max_episode_steps)
+    return make_envs(args.env, args.parallel_envs, args.max_episode_steps, test_render_mode(args))
+
+
+def test_render_mode(args: argparse.Namespace) -> str | None:
+    """ "rgb_array" when the run records evaluation videos (``args.record_video``, set by
+    :func:`super_sac.cli.runner.run` from ``super_sac.video_interval``), else ``None``."""
+    return "rgb_array" if getattr(args, "record_video", False) else None
 
 
 def minatar_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
@@ -107,7 +126,7 @@ def minatar_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
     )
 
 
-def make_atari(game: str, max_episode_steps: int | None = None) -> gym.Env:
+def make_atari(game: str, max_episode_steps: int | None = None, **kwargs: Any) -> gym.Env:
     """:func:`super_sac.wrappers.make_atari_env`, with an unknown game reported as
     :class:`UnknownEnvError` naming the closest ALE games.
 
@@ -115,7 +134,7 @@ def make_atari(game: str, max_episode_steps: int | None = None) -> gym.Env:
     :param max_episode_steps: time limit in agent steps (None: ALE's own).
     """
     try:
-        return make_atari_env(game, max_episode_steps=max_episode_steps)
+        return make_atari_env(game, max_episode_steps=max_episode_steps, **kwargs)
     except gym.error.UnregisteredEnv as err:
         games = sorted(
             {key[4:].rsplit("-v", 1)[0] for key in gym.registry if key.startswith("ALE/")}
@@ -134,8 +153,9 @@ def atari_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
     :param args: the parsed command line.
     """
     return train_and_test_envs(
-        lambda: make_atari(args.game, max_episode_steps=args.max_episode_steps),
+        lambda **kw: make_atari(args.game, max_episode_steps=args.max_episode_steps, **kw),
         args.parallel_envs,
+        test_render_mode(args),
     )
 
 

@@ -202,6 +202,7 @@ def run(
     device = super_sac.get_device(args.device)
     if args.seed is not None:
         super_sac.set_seed(args.seed)
+    args.record_video = bound_setting("video_interval", 0) > 0  # the test env then renders
     train_env, test_env = make_envs(args)
     agent = build_agent(test_env, device)
     buffer = super_sac.ReplayBuffer(seed=args.seed)
@@ -225,6 +226,14 @@ def run(
     finally:
         train_env.close()
         test_env.close()
+
+
+def bound_setting(name: str, default: Any) -> Any:
+    """The gin-bound value of the loop setting ``super_sac.<name>``, or ``default`` when unbound."""
+    try:
+        return gin.query_parameter(f"super_sac.{name}")
+    except ValueError:
+        return default
 
 
 # ------------------------------------------------------------------------------ entry points

@@ -4,6 +4,7 @@ env) and ``train_vector`` (a vector env), both stepping the env through the gin 
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from tqdm.auto import tqdm
 
 from super_sac.collector import Collector
 from super_sac.quickstart.persistence import default_run_path
+from super_sac.video import render_frame, require_encoder, write_video
 from super_sac.wrappers import NormActionSpace, SimpleGymWrapper, VectorSimpleGymWrapper
 
 
@@ -30,6 +32,49 @@ def agent_view_of(env: gym.Env | VectorEnv) -> gym.Env | VectorEnv:
 
 class TrainingMixin:
     """The training methods of :class:`~super_sac.quickstart.SAC`."""
+
+    # ------------------------------------------------------------------ videos
+    def record(
+        self,
+        path: str | Path,
+        episodes: int = 1,
+        env: gym.Env | None = None,
+        fps: float | None = None,
+        max_steps: int | None = None,
+    ) -> Path:
+        """Run the deterministic controller for ``episodes`` episodes and write what the env
+        renders to a video: ``path`` with suffix ``.mp4`` (``.gif`` without ffmpeg; see
+        :mod:`super_sac.video`).
+
+        :param path: the video file (its suffix is replaced by the format's).
+        :param episodes: episodes in the video, one after the other.
+        :param env: a single env made with ``render_mode="rgb_array"`` (default: this SAC's env).
+        :param fps: frames per second (default: the env's ``render_fps``, else 30).
+        :param max_steps: cut each episode after this many steps.
+        :return: the written file.
+        :raises ValueError: when the env renders no RGB frames or is a vector env.
+        :raises super_sac.video.VideoDependencyError: when no encoder is installed.
+        """
+        env = self.env if env is None else env
+        if isinstance(env, VectorEnv):
+            raise ValueError(
+                "record needs a single env: pass env=gymnasium.make(env_id, "
+                'render_mode="rgb_array")'
+            )
+        require_encoder()
+        frames = []
+        for _ in range(episodes):
+            state, _ = env.reset()
+            frames.append(render_frame(env))
+            for step in itertools.count(1):
+                state, _, terminated, truncated, _ = env.step(
+                    self.select_action(state, evaluate=True)
+                )
+                frames.append(render_frame(env))
+                if terminated or truncated or (max_steps is not None and step >= max_steps):
+                    break
+        fps = fps or float(env.metadata.get("render_fps") or 30)
+        return write_video(frames, path, fps)
 
     # ------------------------------------------------------------------ collection
     def _collector_for(self, warmup_steps: int, max_steps: int | None = None) -> Collector:
