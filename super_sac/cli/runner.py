@@ -203,6 +203,9 @@ def run(
     if args.seed is not None:
         super_sac.set_seed(args.seed)
     args.record_video = bound_setting("video_interval", 0) > 0  # the test env then renders
+    if args.record_video:
+        # MuJoCo renders headless only through EGL (or OSMesa); its default, GLFW, needs a display
+        os.environ.setdefault("MUJOCO_GL", "egl")
     train_env, test_env = make_envs(args)
     agent = build_agent(test_env, device)
     buffer = super_sac.ReplayBuffer(seed=args.seed)
