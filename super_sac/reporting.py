@@ -103,7 +103,8 @@ def evaluate(trainer: Trainer) -> dict[str, float]:
         seed=episode_seed(trainer.base_seed, EVAL_ENV_INDEX, trainer.evaluations)
     )
     trainer.evaluations += 1
-    frames: list[np.ndarray] | None = [] if records_video(cfg, trainer.evaluations) else None
+    record = records_video(cfg, trainer.evaluations) and trainer.run_dir is not None
+    frames: list[np.ndarray] | None = [] if record else None
     result = evaluate_agent(
         trainer.agent,
         trainer.test_env,

@@ -717,6 +717,13 @@ def _validate_video(cfg: TrainConfig, test_env: gym.Env) -> None:
         )
     if cfg.video_interval == 0:
         return
+    if not (cfg.save_to_disk or cfg.log_to_disk):
+        _warn(
+            f"video_interval = {cfg.video_interval}",
+            "has no effect: the run writes nothing (save_to_disk and log_to_disk are False)",
+            "set save_to_disk or log_to_disk to True, or video_interval = 0",
+        )
+        return
     if cfg.eval_episodes == 0:
         _warn(
             f"video_interval = {cfg.video_interval}",

@@ -130,3 +130,16 @@ def test_wandb_receives_the_written_file(tmp_path, monkeypatch):
     logger.log_video("eval/video", [], 7, 5.0, path)
     ((data, step),) = logged
     assert step == 7 and isinstance(data["eval/video"], wandb.Video)
+
+
+def test_videos_of_a_run_that_writes_nothing_warn_and_render_nothing():
+    from super_sac.validation import ConfigWarning
+
+    with pytest.warns(ConfigWarning, match="video_interval = 1: has no effect: the run writes"):
+        summary = _train(
+            "super_sac.video_interval = 1",
+            "super_sac.save_to_disk = False",
+            "super_sac.log_to_disk = False",
+            steps=60,
+        )
+    assert summary["run_dir"] is None
