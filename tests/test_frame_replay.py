@@ -218,3 +218,92 @@ def test_atari_bytes_per_transition():
         ReplayBuffer(10, verbose=False, frame_stack={"obs": 4}).allocate(space((6, 8, 8)), actions)
     with pytest.raises(ValueError, match="do not have"):
         ReplayBuffer(10, verbose=False, frame_stack={"x": 4}).allocate(space((4, 8, 8)), actions)
+
+
+class _FlattenDict(gym.ObservationWrapper):
+    """A ``FrameStackObservation`` of dict observations, ``(k, C, H, W)`` per key, as
+    ``(k * C, H, W)``."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.observation_space = gym.spaces.Dict(
+            {
+                k: gym.spaces.Box(0, 1, (s.shape[0] * s.shape[1], *s.shape[2:]), s.dtype)
+                for k, s in env.observation_space.spaces.items()
+            }
+        )
+
+    def observation(self, obs):
+        return {k: v.reshape(self.observation_space[k].shape) for k, v in obs.items()}
+
+
+def _minatar_trainer(tmp_path, steps, resume=False):
+    import torch
+
+    from super_sac import Agent
+    from super_sac.main import TrainConfig, Trainer
+    from super_sac.nets.cnns import MinAtarEncoder
+    from super_sac.wrappers import make_minatar_env
+
+    def make():
+        env = make_minatar_env("breakout", max_episode_steps=12)
+        return _FlattenDict(gym.wrappers.FrameStackObservation(env, 2))
+
+    venv = gym.vector.SyncVectorEnv([make] * 2, autoreset_mode=gym.vector.AutoresetMode.DISABLED)
+    test_env = make()
+    torch.manual_seed(0)
+    channels = test_env.observation_space["obs"].shape[0]
+    agent = Agent(3, MinAtarEncoder(channels), hidden_size=16, discrete=True)
+    cfg = TrainConfig(
+        random_warmup_steps=20,
+        batch_size=16,
+        verbosity=0,
+        eval_episodes=0,
+        base_save_path=str(tmp_path),
+        name="fs",
+        logging_method="none",
+        seed=4,
+        checkpoint_interval=10,
+        num_steps_online=steps,
+        transitions_per_online_step=2,
+        n_step=3,
+        resume=resume,
+    )
+    buffer = ReplayBuffer(60, verbose=False, frame_stack={"obs": 2}, frame_ratio=1.5)
+    return Trainer(agent, buffer, venv, test_env, cfg)
+
+
+def test_minatar_run_with_deduplicated_storage_resumes_exactly(tmp_path):
+    import torch
+
+    full = _minatar_trainer(tmp_path / "a", 45)
+    full.run()
+    part = _minatar_trainer(tmp_path / "b", 25)  # checkpoint at 20, mid-episode, n-step pending
+    part.run()
+    resumed = _minatar_trainer(tmp_path / "b", 45, resume=True)
+    resumed.run()
+    assert resumed.env_steps == full.env_steps == 90 and len(full.buffer) == 60  # wrapped
+    for (k, a), b in zip(full.agent.state_dict().items(), resumed.agent.state_dict().values()):
+        assert torch.equal(a, b), k
+    a, b = full.buffer._frames["obs"], resumed.buffer._frames["obs"]
+    assert a.count == b.count and np.array_equal(a.frames, b.frames)
+    assert np.array_equal(a.obs_idx, b.obs_idx) and np.array_equal(a.next_idx, b.next_idx)
+
+
+def test_the_atari_script_stores_frames_once_by_default():
+    import gin
+
+    from super_sac.cli.runner import frame_stack_default
+    from super_sac.wrappers import frame_stack_of, make_atari_env, make_minatar_env
+
+    atari = make_atari_env("Pong")
+    assert frame_stack_of(atari) == {"obs": 4}
+    assert frame_stack_of(make_minatar_env("breakout")) == {}  # not a stack: stored whole
+    assert frame_stack_of(_env(stack=3, channels=3)) == {}  # reshaped: declare it yourself
+    assert frame_stack_default(atari) == {"frame_stack": {"obs": 4}}
+    with gin.unlock_config():
+        gin.bind_parameter("super_sac.replay.ReplayBuffer.frame_stack", {})
+    try:
+        assert frame_stack_default(atari) == {}  # a gin binding decides
+    finally:
+        gin.clear_config()
