@@ -156,6 +156,15 @@ def test_rgb_frames_of_three_channels():
     _assert_same(dedup, plain)
 
 
+def test_fingerprint_collisions_cost_memory_never_correctness(monkeypatch):
+    from super_sac.replay.frames import FrameStore
+
+    monkeypatch.setattr(FrameStore, "_fingerprints", lambda self, frames: [7] * len(frames))
+    dedup, plain = _pair(60, frame_ratio=10.0)  # every frame misses: up to 2k per transition
+    _collect([dedup, plain], 2, 150, n_step=2, max_len=6)
+    _assert_same(dedup, plain)
+
+
 def test_a_frame_store_too_small_raises_instead_of_corrupting():
     dedup = ReplayBuffer(30, verbose=False, frame_stack={"obs": 4}, frame_ratio=1.0)
     with pytest.raises(RuntimeError, match="frame_ratio"):
@@ -269,20 +278,20 @@ def _minatar_trainer(tmp_path, steps, resume=False):
         n_step=3,
         resume=resume,
     )
-    buffer = ReplayBuffer(60, verbose=False, frame_stack={"obs": 2}, frame_ratio=1.5)
+    buffer = ReplayBuffer(50, verbose=False, frame_stack={"obs": 2}, frame_ratio=1.5)
     return Trainer(agent, buffer, venv, test_env, cfg)
 
 
 def test_minatar_run_with_deduplicated_storage_resumes_exactly(tmp_path):
     import torch
 
-    full = _minatar_trainer(tmp_path / "a", 45)
+    full = _minatar_trainer(tmp_path / "a", 34)
     full.run()
-    part = _minatar_trainer(tmp_path / "b", 25)  # checkpoint at 20, mid-episode, n-step pending
+    part = _minatar_trainer(tmp_path / "b", 24)  # checkpoint at 20, mid-episode, n-step pending
     part.run()
-    resumed = _minatar_trainer(tmp_path / "b", 45, resume=True)
+    resumed = _minatar_trainer(tmp_path / "b", 34, resume=True)
     resumed.run()
-    assert resumed.env_steps == full.env_steps == 90 and len(full.buffer) == 60  # wrapped
+    assert resumed.env_steps == full.env_steps == 68 and len(full.buffer) == 50  # wrapped
     for (k, a), b in zip(full.agent.state_dict().items(), resumed.agent.state_dict().values()):
         assert torch.equal(a, b), k
     a, b = full.buffer._frames["obs"], resumed.buffer._frames["obs"]

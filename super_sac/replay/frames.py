@@ -8,8 +8,10 @@ frame slots of its ``obs`` and ``next_obs`` stacks; stacks are rebuilt at sample
 fancy-indexing gather.
 
 How frames are matched. A pushed stack is cut along axis 0 into ``k`` frames of
-``shape[0] // k`` channels each. Every frame is looked up by content (a 128-bit BLAKE2b digest,
-confirmed by an exact comparison with the stored frame) among the frames written in the last
+``shape[0] // k`` channels each. Every frame is looked up by content (a 64-bit multiply-add
+fingerprint computed for all frames of a row at once, confirmed by an exact comparison with the
+stored frame, so a fingerprint collision can only cost a duplicate, never a wrong stack)
+among the frames written in the last
 ``window`` frame writes; a hit reuses that slot, a miss writes the frame into the next slot of
 the frame ring. Matching by content rather than by env or episode makes the stored stacks equal
 the pushed ones bit for bit whatever produced them: the repeated reset frame or zero padding
@@ -35,7 +37,6 @@ average); the error says to raise ``ReplayBuffer.frame_ratio``.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import deque
 
@@ -45,8 +46,8 @@ __all__ = ["FrameStore", "default_window"]
 
 
 def default_window(size: int) -> int:
-    """Frames back that a match may reach: ``size / 16`` clipped to ``[64, 1024]``."""
-    return int(min(1024, max(64, size // 16)))
+    """Frames back that a match may reach: ``size / 64`` clipped to ``[64, 1024]``."""
+    return int(min(1024, max(64, size // 64)))
 
 
 class FrameStore:
@@ -93,8 +94,12 @@ class FrameStore:
         self.push_count = np.zeros(self.size, dtype=np.int64)
         self.count = 0  # frames written so far (the next frame's serial)
         self.protected = 0  # leading frames never overwritten
-        self._lookup: dict[bytes, int] = {}  # digest -> serial, frames of the last `window`
-        self._recent: deque[tuple[int, bytes]] = deque()
+        self._lookup: dict[int, int] = {}  # fingerprint -> serial, frames of the last `window`
+        self._recent: deque[tuple[int, int]] = deque()
+        words = -(-self.frames[0].nbytes // 8)
+        # fixed odd multipliers: fingerprints are the same in every process (files, resume)
+        mult = np.random.default_rng(20_140_614).integers(0, 2**63, words, dtype=np.uint64)
+        self._mult = mult * np.uint64(2) + np.uint64(1)
 
     # ------------------------------------------------------------------ sizes
     @property
@@ -129,8 +134,13 @@ class FrameStore:
         self.protected = self.count
 
     # ------------------------------------------------------------------ writing
-    def _digest(self, frame: np.ndarray) -> bytes:
-        return hashlib.blake2b(np.ascontiguousarray(frame).data, digest_size=16).digest()
+    def _fingerprints(self, frames: np.ndarray) -> list[int]:
+        """64-bit fingerprints of ``frames`` (``(m, *frame_shape)``), wrapping arithmetic."""
+        raw = np.ascontiguousarray(frames).reshape(len(frames), -1).view(np.uint8)
+        pad = len(self._mult) * 8 - raw.shape[1]
+        if pad:
+            raw = np.concatenate([raw, np.zeros((len(raw), pad), np.uint8)], axis=1)
+        return (raw.view(np.uint64) * self._mult).sum(axis=1, dtype=np.uint64).tolist()
 
     def _forget_old(self) -> None:
         oldest = self.count - self.window
@@ -139,14 +149,14 @@ class FrameStore:
             if self._lookup.get(digest) == serial:
                 del self._lookup[digest]
 
-    def _frame_slot(self, frame: np.ndarray, oldest_live_push: int) -> int:
-        """The slot of ``frame``: a recent equal frame's, or a newly written one's."""
+    def _frame_slot(self, frame: np.ndarray, digest: int, oldest_live_push: int) -> int:
+        """The slot of ``frame`` (fingerprint ``digest``): a recent equal frame's, or a newly
+        written one's."""
         self._forget_old()
-        digest = self._digest(frame)
         serial = self._lookup.get(digest)
         if serial is not None:
             slot = self.slot_of(serial)
-            if np.array_equal(self.frames[slot], frame):
+            if self.frames[slot].tobytes() == frame.tobytes():
                 return slot
         ring = self.capacity - self.protected
         old = self.count - ring  # serial of the frame this write replaces (if any)
@@ -175,11 +185,13 @@ class FrameStore:
         """
         self.push_count[slot] = self.count
         live_push = self.push_count[oldest_live] if oldest_live is not None else self.count
-        c = self.channels
+        both = np.stack([obs, next_obs]).reshape(2 * self.stack, *self.frame_shape)
+        digests = self._fingerprints(both)
         for i in range(self.stack):
-            self.obs_idx[slot, i] = self._frame_slot(obs[i * c : (i + 1) * c], live_push)
+            self.obs_idx[slot, i] = self._frame_slot(both[i], digests[i], live_push)
         for i in range(self.stack):
-            self.next_idx[slot, i] = self._frame_slot(next_obs[i * c : (i + 1) * c], live_push)
+            j = self.stack + i
+            self.next_idx[slot, i] = self._frame_slot(both[j], digests[j], live_push)
 
     # ------------------------------------------------------------------ reading
     def gather(self, idx: np.ndarray, which: str) -> np.ndarray:
@@ -223,8 +235,11 @@ class FrameStore:
     def _rebuild_lookup(self) -> None:
         """The lookup of the last ``window`` frames, as writing them built it."""
         self._lookup, self._recent = {}, deque()
-        for serial in range(max(0, self.count - self.window), self.count):
-            digest = self._digest(self.frames[self.slot_of(serial)])
+        serials = list(range(max(0, self.count - self.window), self.count))
+        if not serials:
+            return
+        digests = self._fingerprints(self.frames[[self.slot_of(s) for s in serials]])
+        for serial, digest in zip(serials, digests):
             self._lookup[digest] = serial
             self._recent.append((serial, digest))
 
