@@ -393,6 +393,11 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
         ring: int,
     ) -> None:
         """Store the stacks of deduplicated keys row by row, oldest row first."""
+        # frames are matched in the stored dtype (a float64 push of float32 frames still matches)
+        obs = {k: np.asarray(v, dtype=self._frames[k].frames.dtype) for k, v in obs.items()}
+        next_obs = {
+            k: np.asarray(v, dtype=self._frames[k].frames.dtype) for k, v in next_obs.items()
+        }
         live = self._len - self._protected  # ring transitions stored before this push
         for row, slot in enumerate(slots.tolist()):
             live = min(live + 1, ring)
