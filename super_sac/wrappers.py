@@ -433,6 +433,26 @@ def make_minatar_env(
     return ChannelsFirstWrapper(DictObsWrapper(env, key))
 
 
+def frame_stack_of(env: gym.Env) -> dict[str, int]:
+    """The observation keys of ``env`` that gymnasium's ``FrameStackObservation`` stacks, with
+    their stack depths (``{"obs": 4}`` for :func:`make_atari_env`): what
+    :class:`~super_sac.replay.ReplayBuffer`'s ``frame_stack`` needs to store each frame once.
+
+    It looks through the wrappers for a :class:`DictObsWrapper` over a ``FrameStackObservation``
+    (with only wrappers that keep the stack's shape between them); other envs give ``{}``.
+    """
+    key = None
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, DictObsWrapper):
+            key = env.key
+        elif isinstance(env, gym.wrappers.FrameStackObservation):
+            return {key: int(env.stack_size)} if key is not None else {}
+        elif key is not None and env.observation_space.shape != env.env.observation_space.shape:
+            return {}  # something reshapes the stack: let the user declare it
+        env = env.env
+    return {}
+
+
 def make_atari_env(
     game: str,
     max_episode_steps: int | None = None,

@@ -208,7 +208,7 @@ def run(
         os.environ.setdefault("MUJOCO_GL", "egl")
     train_env, test_env = make_envs(args)
     agent = build_agent(test_env, device)
-    buffer = super_sac.ReplayBuffer(seed=args.seed)
+    buffer = super_sac.ReplayBuffer(seed=args.seed, **frame_stack_default(test_env))
     if prepare_buffer is not None and not args.resume:
         prepare_buffer(buffer, test_env)
     overrides: dict[str, Any] = {
@@ -237,6 +237,19 @@ def bound_setting(name: str, default: Any) -> Any:
         return gin.query_parameter(f"super_sac.{name}")
     except ValueError:
         return default
+
+
+def frame_stack_default(env: gym.Env) -> dict[str, Any]:
+    """``ReplayBuffer`` arguments that store the frame-stacked keys of ``env`` (Atari's
+    ``FrameStackObservation``) once per frame, unless a gin binding of
+    ``ReplayBuffer.frame_stack`` says otherwise (``ReplayBuffer.frame_stack = {}`` turns it off).
+    """
+    try:
+        gin.query_parameter("super_sac.replay.ReplayBuffer.frame_stack")
+    except ValueError:
+        stacked = super_sac.wrappers.frame_stack_of(env)
+        return {"frame_stack": stacked} if stacked else {}
+    return {}
 
 
 # ------------------------------------------------------------------------------ entry points

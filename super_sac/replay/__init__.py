@@ -9,6 +9,9 @@ The package is split by job; everything public is importable from ``super_sac.re
   proportional prioritization (Schaul et al., 2016, https://arxiv.org/abs/1511.05952).
 * :mod:`~super_sac.replay.layout`: the buffer's per-transition shapes and dtypes and the
   checks that pushed batches fit them.
+* :mod:`~super_sac.replay.frames`: :class:`~super_sac.replay.frames.FrameStore`, the
+  frame-deduplicated storage of frame-stacked observation keys (``ReplayBuffer(frame_stack=...)``):
+  each frame stored once, stacks rebuilt at sample time.
 * :mod:`~super_sac.replay.persistence`: the buffer's ``.npz`` file (``save`` / ``load``).
 * :mod:`~super_sac.replay.offline`: filling the buffer from an offline dataset
   (``load_dataset``).

@@ -16,6 +16,7 @@ import gymnasium
 import numpy as np
 import torch
 
+from super_sac.replay.frames import FrameStore
 from super_sac.replay.layout import (
     _as_column,
     _Field,
@@ -76,6 +77,14 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
     :param priority_eps: added to raw priorities so no item starves.
     :param seed: RNG seed; ``None`` draws one from numpy's global RNG.
     :param verbose: print the memory footprint on allocation.
+    :param frame_stack: observation keys that are frame stacks, mapped to their stack depth
+        ``k`` (e.g. ``{"obs": 4}`` for Atari, ``{"pixels": 3}`` for a ``(9, 84, 84)`` stack of
+        three RGB frames: each frame is ``shape[0] // k`` channels of axis 0). These keys are
+        stored frame-deduplicated (:mod:`super_sac.replay.frames`): each distinct frame once,
+        stacks rebuilt at sample time, exactly equal to the pushed ones. Other keys are stored
+        whole.
+    :param frame_ratio: frame slots per transition slot of deduplicated keys (besides a small
+        window); a stream of ``L``-step episodes needs ``1 + 1/L``.
     """
 
     def __init__(
@@ -88,6 +97,8 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
         priority_eps: float = 1e-6,
         seed: int | None = None,
         verbose: bool = True,
+        frame_stack: dict[str, int] | None = None,
+        frame_ratio: float = 1.15,
     ) -> None:
         if int(size) < 1:
             raise ValueError(f"size must be >= 1, got {size}")
@@ -104,6 +115,11 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
             seed = np.random.randint(2**31 - 1)
         self._rng = np.random.default_rng(seed)
         self._verbose = verbose
+        self._frame_stack = {str(k): int(v) for k, v in dict(frame_stack or {}).items()}
+        if not frame_ratio >= 1.0:
+            raise ValueError(f"frame_ratio must be >= 1, got {frame_ratio}")
+        self._frame_ratio = float(frame_ratio)
+        self._frames: dict[str, FrameStore] = {}  # deduplicated keys
 
         self._layout: _Layout | None = None
         self._obs: dict[str, np.ndarray] = {}
@@ -160,6 +176,8 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
                 "protect() must be called before the ring buffer wraps around (right after "
                 "loading the offline data)"
             )
+        for store in self._frames.values():
+            store.protect()
         self._protected = self._len
 
     def stored_discounts(self) -> np.ndarray:
@@ -205,9 +223,29 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
         return self._layout is not None
 
     @property
+    def frame_stack(self) -> dict[str, int]:
+        """The frame-deduplicated keys and their stack depths."""
+        return dict(self._frame_stack)
+
+    @property
+    def storage_bytes(self) -> int:
+        """Bytes of transition storage (frames and index arrays of deduplicated keys
+        included; 0 before allocation)."""
+        if self._layout is None:
+            return 0
+        plain = self._layout.bytes_per_transition(skip=tuple(self._frames))
+        return self._size * plain + sum(store.nbytes for store in self._frames.values())
+
+    @property
     def bytes_per_transition(self) -> int:
-        """Bytes of storage per transition (0 before allocation)."""
-        return self._layout.bytes_per_transition() if self._layout else 0
+        """Bytes of storage per transition slot, rounded up (0 before allocation): frames of
+        deduplicated keys count as their whole frame store divided by ``size``."""
+        return -(-self.storage_bytes // self._size)
+
+    @property
+    def frames_per_transition(self) -> dict[str, float]:
+        """Frame slots per transition slot of every deduplicated key."""
+        return {k: store.capacity / self._size for k, store in self._frames.items()}
 
     @property
     def memory_bytes(self) -> int:
@@ -215,7 +253,7 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
         trees = 0
         if self._sum_tree is not None:
             trees = self._sum_tree.nbytes + self._min_tree.nbytes
-        return self._size * self.bytes_per_transition + trees
+        return self.storage_bytes + trees
 
     # ---------------------------------------------------------------- allocation
 
@@ -238,9 +276,20 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
             if diffs:
                 raise ValueError("ReplayBuffer already allocated differently: " + "; ".join(diffs))
             return
-        self._layout = layout
-        self._obs = {k: self._zeros(field) for k, field in layout.obs.items()}
-        self._next_obs = {k: self._zeros(field) for k, field in layout.obs.items()}
+        unknown = [k for k in self._frame_stack if k not in layout.obs]
+        if unknown:
+            raise ValueError(
+                f"frame_stack names keys {unknown} that the observations do not have "
+                f"(keys: {list(layout.obs)})"
+            )
+        frames = {
+            k: FrameStore(k, depth, *layout.obs[k], self._size, self._frame_ratio)
+            for k, depth in self._frame_stack.items()
+        }
+        self._layout, self._frames = layout, frames
+        plain = {k: field for k, field in layout.obs.items() if k not in frames}
+        self._obs = {k: self._zeros(field) for k, field in plain.items()}
+        self._next_obs = {k: self._zeros(field) for k, field in plain.items()}
         self._action = self._zeros(layout.action)
         self._reward = np.zeros(self._size, dtype=np.float32)
         self._done = np.zeros(self._size, dtype=np.float32)
@@ -252,9 +301,15 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
         return np.zeros((self._size, *field[0]), dtype=field[1])
 
     def _memory_message(self) -> str:
-        mib = self._size * self.bytes_per_transition / 2**20
+        mib = self.storage_bytes / 2**20
         msg = f"ReplayBuffer: {self._size:,} transitions x {self.bytes_per_transition:,} B"
         msg += f" = {mib:.1f} MiB"
+        if self._frames:
+            full = self._size * self._layout.bytes_per_transition()
+            per = ", ".join(
+                f"{k!r} {r:.2f} frames/transition" for k, r in self.frames_per_transition.items()
+            )
+            msg += f" (frame-deduplicated: {per}; {full / 2**20:.1f} MiB without)"
         if self._sum_tree is not None:
             tree_mib = (self._sum_tree.nbytes + self._min_tree.nbytes) / 2**20
             msg += f" (+ {tree_mib:.1f} MiB priority trees)"
@@ -314,6 +369,13 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
         for key in self._obs:
             self._obs[key][slots] = obs[key][keep]
             self._next_obs[key][slots] = next_obs[key][keep]
+        if self._frames:
+            self._write_frames(
+                slots,
+                {k: obs[k][keep] for k in self._frames},
+                {k: next_obs[k][keep] for k in self._frames},
+                ring,
+            )
         self._action[slots] = action[keep]
         for store, column in zip((self._reward, self._done, self._discount), columns):
             store[slots] = column[keep]
@@ -322,6 +384,29 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
         self._ptr = self._protected + (self._ptr - self._protected + batch) % ring
         self._len = min(self._len + batch, self._size)
         return slots
+
+    def _write_frames(
+        self,
+        slots: np.ndarray,
+        obs: dict[str, np.ndarray],
+        next_obs: dict[str, np.ndarray],
+        ring: int,
+    ) -> None:
+        """Store the stacks of deduplicated keys row by row, oldest row first."""
+        # frames are matched in the stored dtype (a float64 push of float32 frames still matches)
+        obs = {k: np.asarray(v, dtype=self._frames[k].frames.dtype) for k, v in obs.items()}
+        next_obs = {
+            k: np.asarray(v, dtype=self._frames[k].frames.dtype) for k, v in next_obs.items()
+        }
+        live = self._len - self._protected  # ring transitions stored before this push
+        for row, slot in enumerate(slots.tolist()):
+            live = min(live + 1, ring)
+            if live == ring:  # full: the slot after this one holds the oldest transition
+                oldest = self._protected + (slot - self._protected + 1) % ring
+            else:
+                oldest = self._protected
+            for key, store in self._frames.items():
+                store.write_row(slot, obs[key][row], next_obs[key][row], oldest)
 
     # ---------------------------------------------------------------- sampling
 
@@ -367,15 +452,22 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
             return torch.from_numpy(arr).to(device, non_blocking=True)
 
         return Batch(
-            obs={k: to_torch(v[idxs]) for k, v in self._obs.items()},
+            obs={k: to_torch(self._obs_rows(k, idxs, "obs")) for k in self._layout.obs},
             action=to_torch(self._action[idxs]),
             reward=to_torch(self._reward[idxs][:, None]),
-            next_obs={k: to_torch(v[idxs]) for k, v in self._next_obs.items()},
+            next_obs={k: to_torch(self._obs_rows(k, idxs, "next_obs")) for k in self._layout.obs},
             done=to_torch(self._done[idxs][:, None]),
             discount=to_torch(self._discount[idxs][:, None]),
             weights=to_torch(weights[:, None]),
             idxs=idxs,
         )
+
+    def _obs_rows(self, key: str, idxs: np.ndarray, which: str) -> np.ndarray:
+        """Observation rows of slots ``idxs``; ``which`` is ``"obs"`` or ``"next_obs"``."""
+        store = self._frames.get(key)
+        if store is not None:
+            return store.gather(idxs, which)
+        return (self._obs if which == "obs" else self._next_obs)[key][idxs]
 
     # ---------------------------------------------------------------- priorities
 

@@ -26,9 +26,10 @@ class _Layout:
     obs: dict[str, _Field]
     action: _Field
 
-    def bytes_per_transition(self) -> int:
-        """Bytes of one transition: obs + next_obs + action + reward, done, discount."""
-        obs_bytes = sum(_field_bytes(f) for f in self.obs.values())
+    def bytes_per_transition(self, skip: tuple[str, ...] = ()) -> int:
+        """Bytes of one transition: obs + next_obs + action + reward, done, discount (without
+        the observation keys in ``skip``)."""
+        obs_bytes = sum(_field_bytes(f) for k, f in self.obs.items() if k not in skip)
         return 2 * obs_bytes + _field_bytes(self.action) + 3 * np.dtype(np.float32).itemsize
 
     def differences(self, other: _Layout) -> list[str]:

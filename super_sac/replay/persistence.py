@@ -9,7 +9,11 @@ The file is an uncompressed numpy archive without pickles. It holds:
   (float64 scalars);
 * ``action``, ``reward``, ``done``, ``discount``: the first ``length`` slots;
 * ``obs_<i>``, ``next_obs_<i>``: the first ``length`` slots of the ``i``-th observation key,
-  in layout order;
+  in layout order, for keys stored whole;
+* for frame-deduplicated keys (:mod:`super_sac.replay.frames`) instead: ``frames_<i>`` (the
+  frame slots in use), ``obs_idx_<i>``, ``next_idx_<i>`` (frame slots of the stacks of the
+  first ``length`` slots), ``push_count_<i>`` and ``frame_meta_<i>`` (stack depth, frame
+  capacity, match window, frames written, protected frames);
 * ``priorities``: stored tree values ``(p + priority_eps) ** alpha`` of the first ``length``
   slots (prioritized buffers only).
 
@@ -85,8 +89,13 @@ class _PersistenceMixin:
             "discount": self._discount[:n],
         }
         for i, key in enumerate(self._layout.obs):
-            arrays[f"obs_{i}"] = self._obs[key][:n]
-            arrays[f"next_obs_{i}"] = self._next_obs[key][:n]
+            if key in self._frames:
+                for name, value in self._frames[key].state_arrays(n).items():
+                    name = "frame_meta" if name == "meta" else name
+                    arrays[f"{name}_{i}"] = value
+            else:
+                arrays[f"obs_{i}"] = self._obs[key][:n]
+                arrays[f"next_obs_{i}"] = self._next_obs[key][:n]
         if self._prioritized:
             arrays["priorities"] = self._sum_tree.values(np.arange(n))
         return arrays
@@ -122,6 +131,7 @@ class _PersistenceMixin:
                 slots = (int(data["ptr"]) - length + np.arange(length)) % saved_size
                 slots, ptr = np.argsort(slots), length % self._size
             self._fill_from(data, slots)
+            self._fill_frames(data, slots, saved_size)
             self._ptr, self._len = ptr, length
             if self._prioritized:
                 self._restore_priorities(data, slots, length)
@@ -131,10 +141,44 @@ class _PersistenceMixin:
         """Copy saved rows into ``slots`` (row ``i`` -> slot ``slots[i]``); later slots are stale
         but unreachable because sampling is bounded by ``len``."""
         for i, key in enumerate(self._layout.obs):
-            self._obs[key][slots] = data[f"obs_{i}"]
-            self._next_obs[key][slots] = data[f"next_obs_{i}"]
+            if key in self._obs:
+                self._obs[key][slots] = _saved_stacks(data, i, "obs", self._layout.obs[key])
+                self._next_obs[key][slots] = _saved_stacks(
+                    data, i, "next_obs", self._layout.obs[key]
+                )
         for name in ("action", "reward", "done", "discount"):
             getattr(self, f"_{name}")[slots] = data[name]
+
+    def _fill_frames(self, data: Any, slots: np.ndarray, saved_size: int) -> None:
+        """Fill the frame stores of deduplicated keys: slot for slot from a file of the same
+        size and frame store, otherwise by storing the saved stacks again, oldest first."""
+        length, keys = len(slots), list(self._layout.obs)
+        protected = self._protected
+        for key, store in self._frames.items():
+            i = keys.index(key)
+            same = saved_size == self._size and f"frame_meta_{i}" in data
+            if same and store.matches(data[f"frame_meta_{i}"]):
+                names = ("frames", "obs_idx", "next_idx", "push_count")
+                arrays = {name: data[f"{name}_{i}"] for name in names}
+                store.restore({**arrays, "meta": data[f"frame_meta_{i}"]})
+                continue
+            store.reset()
+            obs = _SavedRows(data, i, "obs", self._layout.obs[key])
+            next_obs = _SavedRows(data, i, "next_obs", self._layout.obs[key])
+            if length == saved_size and saved_size > protected:  # the ring had wrapped
+                ring = saved_size - protected
+                start = int(data["ptr"]) - protected
+                ring_rows = protected + (start + np.arange(ring)) % ring
+            else:
+                ring_rows = np.arange(protected, length)
+            for row in range(protected):
+                store.write_row(int(slots[row]), obs[row], next_obs[row], None)
+            if protected:
+                store.protect()
+            if len(ring_rows):
+                first = int(slots[ring_rows[0]])
+            for row in ring_rows.tolist():
+                store.write_row(int(slots[row]), obs[row], next_obs[row], first)
 
     def _restore_priorities(self, data: Any, slots: np.ndarray, length: int) -> None:
         self._sum_tree = SumTree(self._size)
@@ -158,3 +202,30 @@ class _PersistenceMixin:
             with np.load(_npz_path(path), allow_pickle=False) as data:
                 kwargs["size"] = int(data["size"])
         return cls(**kwargs).load(path)
+
+
+def _saved_stacks(data: Any, i: int, which: str, field: Any) -> np.ndarray:
+    """All saved rows of observation key ``i`` (``which``: ``"obs"`` or ``"next_obs"``),
+    rebuilt from the frames if the file stored the key deduplicated."""
+    if f"{which}_{i}" in data:
+        return data[f"{which}_{i}"]
+    table = data[f"{'obs_idx' if which == 'obs' else 'next_idx'}_{i}"]
+    return data[f"frames_{i}"][table].reshape(len(table), *field[0])
+
+
+class _SavedRows:
+    """Row access to one saved observation key, whole or rebuilt from its frames."""
+
+    def __init__(self, data: Any, i: int, which: str, field: Any) -> None:
+        self.shape = tuple(field[0])
+        if f"{which}_{i}" in data:
+            self.whole, self.frames, self.table = data[f"{which}_{i}"], None, None
+        else:
+            self.whole = None
+            self.frames = data[f"frames_{i}"]
+            self.table = data[f"{'obs_idx' if which == 'obs' else 'next_idx'}_{i}"]
+
+    def __getitem__(self, row: int) -> np.ndarray:
+        if self.whole is not None:
+            return self.whole[row]
+        return self.frames[self.table[row]].reshape(self.shape)
