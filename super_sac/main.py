@@ -25,6 +25,7 @@ from super_sac import adv_estimator, checkpoint, reporting
 from super_sac import learning_utils as lu
 from super_sac.agent import Agent
 from super_sac.collector import Collector
+from super_sac.vector_envs import as_gym_vector_env
 from super_sac.config import TrainConfig
 from super_sac.learner import Learner
 from super_sac.loggers import NullLogger, make_logger, open_run_dir
@@ -289,9 +290,9 @@ class Trainer:
         self.last_checkpoint = folder
         if not self.collector.replay_episodes():
             warnings.warn(
-                "this train_env cannot be replayed (it is not a SyncVectorEnv in DISABLED "
-                "autoreset mode): the resumed run starts fresh episodes, so it is not "
-                "bit-identical to an uninterrupted run.",
+                "this train_env cannot be replayed (it is not a vector env in DISABLED "
+                "autoreset mode; an SB3 VecEnv resets its envs itself): the resumed run starts "
+                "fresh episodes, so it is not bit-identical to an uninterrupted run.",
                 stacklevel=2,
             )
 
@@ -522,6 +523,7 @@ def super_sac(
 
     :return: the run summary (also in ``<run_dir>/summary.json``).
     """
+    train_env = as_gym_vector_env(train_env)  # an SB3 VecEnv gets its adapter
     settings = dict(locals())
     cfg = TrainConfig(**{f.name: settings[f.name] for f in dataclasses.fields(TrainConfig)})
     validate_config(cfg, agent, buffer, train_env, test_env)
