@@ -10,10 +10,10 @@ from typing import Any
 
 import gymnasium as gym
 import torch
-from gymnasium.vector import AutoresetMode
 
 import super_sac
 from super_sac.nets.cnns import MinAtarEncoder, NatureEncoder
+from super_sac.vector_envs import make_vector_env
 from super_sac.wrappers import make_atari_env, make_gym_env, make_minatar_env
 
 PathLike = str | os.PathLike
@@ -62,27 +62,37 @@ def make_env(env_id: str, max_episode_steps: int | None = None) -> gym.Env:
         raise UnknownEnvError(f"gymnasium env id {env_id!r}: {err}") from err
 
 
-def make_envs(env_id: str, parallel_envs: int, max_episode_steps: int | None) -> tuple[Any, Any]:
-    """The training env (a vector env when ``parallel_envs > 1``) and a single test env.
+def make_envs(
+    env_id: str, parallel_envs: int, max_episode_steps: int | None, vector: str = "sync"
+) -> tuple[Any, Any]:
+    """The training env (a vector env when ``parallel_envs > 1`` or ``vector="async"``) and a
+    single test env.
 
     :param env_id: gymnasium env id.
     :param parallel_envs: number of training envs.
     :param max_episode_steps: episode time limit (None: the env's own).
+    :param vector: ``"sync"`` or ``"async"`` (see :func:`train_and_test_envs`).
     """
-    return train_and_test_envs(lambda: make_env(env_id, max_episode_steps), parallel_envs)
+    return train_and_test_envs(
+        lambda: make_env(env_id, max_episode_steps), parallel_envs, vector=vector
+    )
 
 
-def train_and_test_envs(make: Callable[[], gym.Env], parallel_envs: int) -> tuple[Any, gym.Env]:
-    """``make()`` as the training env (``parallel_envs`` of them in a ``SyncVectorEnv`` whose
-    episodes the loop resets itself) and once more as the test env.
+def train_and_test_envs(
+    make: Callable[[], gym.Env], parallel_envs: int, vector: str = "sync"
+) -> tuple[Any, gym.Env]:
+    """``make()`` as the training env and once more as the test env. With ``vector="sync"``,
+    ``parallel_envs > 1`` envs form a ``SyncVectorEnv`` (one env stays a plain env); with
+    ``"async"``, the training envs (even a single one) run in worker processes of an
+    ``AsyncVectorEnv`` with shared memory. Both vector envs leave the resets to the loop
+    (``DISABLED`` autoreset), so episodes get the loop's seeds and resumes replay them exactly.
 
     :param make: builds one env.
     :param parallel_envs: number of training envs.
+    :param vector: ``"sync"`` or ``"async"`` (:func:`super_sac.vector_envs.make_vector_env`).
     """
-    if parallel_envs > 1:
-        train_env = gym.vector.SyncVectorEnv(
-            [make for _ in range(parallel_envs)], autoreset_mode=AutoresetMode.DISABLED
-        )
+    if parallel_envs > 1 or vector != "sync":
+        train_env = make_vector_env(make, parallel_envs, vector)
     else:
         train_env = make()
     return train_env, make()
@@ -93,7 +103,11 @@ def gym_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
 
     :param args: the parsed command line.
     """
-    return make_envs(args.env, args.parallel_envs, args.max_episode_steps)
+    return make_envs(args.env, args.parallel_envs, args.max_episode_steps, _vector(args))
+
+
+def _vector(args: argparse.Namespace) -> str:
+    return getattr(args, "vector", "sync")
 
 
 def minatar_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
@@ -104,6 +118,7 @@ def minatar_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
     return train_and_test_envs(
         lambda: make_minatar_env(args.game, max_episode_steps=args.max_episode_steps),
         args.parallel_envs,
+        vector=_vector(args),
     )
 
 
@@ -136,6 +151,7 @@ def atari_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
     return train_and_test_envs(
         lambda: make_atari(args.game, max_episode_steps=args.max_episode_steps),
         args.parallel_envs,
+        vector=_vector(args),
     )
 
 
