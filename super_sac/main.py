@@ -25,7 +25,6 @@ from super_sac import adv_estimator, checkpoint, reporting
 from super_sac import learning_utils as lu
 from super_sac.agent import Agent
 from super_sac.collector import Collector
-from super_sac.vector_envs import as_gym_vector_env
 from super_sac.config import TrainConfig
 from super_sac.learner import Learner
 from super_sac.loggers import NullLogger, make_logger, open_run_dir
@@ -33,6 +32,7 @@ from super_sac.replay import AdvantageIndex, Batch, ReplayBuffer
 from super_sac.reporting import PHASES, NonFiniteError, SessionStart
 from super_sac.utils import atomic_write_json, flush_denormals, matmul_precision, set_seed
 from super_sac.validation import ConfigError, validate_config
+from super_sac.vector_envs import as_gym_vector_env
 
 __all__ = ["PHASES", "ConfigError", "NonFiniteError", "TrainConfig", "Trainer", "super_sac"]
 

@@ -27,7 +27,9 @@ from gymnasium.vector import AutoresetMode
 VECTOR_KINDS = ("sync", "async")
 
 
-def make_vector_env(make: Callable[[], gym.Env], n: int, kind: str = "sync") -> gym.vector.VectorEnv:
+def make_vector_env(
+    make: Callable[[], gym.Env], n: int, kind: str = "sync", context: str | None = None
+) -> gym.vector.VectorEnv:
     """``n`` envs built by ``make`` as one vector env whose resets the training loop makes.
 
     :param make: builds one env (with an ``"async"`` kind it runs in a worker process, so it is
@@ -35,13 +37,17 @@ def make_vector_env(make: Callable[[], gym.Env], n: int, kind: str = "sync") -> 
     :param n: number of envs.
     :param kind: ``"sync"`` (``SyncVectorEnv``: every env steps in this process) or ``"async"``
         (``AsyncVectorEnv`` with shared memory: one process per env, stepped in parallel).
+    :param context: the ``multiprocessing`` start method of the async workers (None: the
+        platform's default, ``fork`` on Linux). Use ``"spawn"`` or ``"forkserver"`` when this
+        process already holds a rendering (EGL/OpenGL) context, which forked workers inherit
+        and can hang on.
     """
     if kind not in VECTOR_KINDS:
         raise ValueError(f"vector kind must be one of {VECTOR_KINDS}, got {kind!r}")
     fns = [make for _ in range(n)]
     if kind == "async":
         return gym.vector.AsyncVectorEnv(
-            fns, shared_memory=True, autoreset_mode=AutoresetMode.DISABLED
+            fns, shared_memory=True, autoreset_mode=AutoresetMode.DISABLED, context=context
         )
     return gym.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED)
 

@@ -224,9 +224,7 @@ def test_parallel_envs_alone_steps_every_env_once_per_online_step():
 
 
 def test_parallel_envs_keeps_a_setting_of_the_user():
-    summary = _cli(
-        "--parallel_envs", "2", bindings=["super_sac.transitions_per_online_step = 4"]
-    )
+    summary = _cli("--parallel_envs", "2", bindings=["super_sac.transitions_per_online_step = 4"])
     assert summary["env_steps"] == 20
     with pytest.raises(ConfigError, match="transitions_per_online_step = 3: is not a multiple"):
         _cli("--parallel_envs", "2", bindings=["super_sac.transitions_per_online_step = 3"])
