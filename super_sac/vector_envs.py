@@ -16,6 +16,7 @@ the replay that rebuilds the envs' running episodes when a run resumes.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -127,12 +128,10 @@ def _masked_reset(
 
 
 def is_sb3_vec_env(env: Any) -> bool:
-    """Whether ``env`` is a stable-baselines3 ``VecEnv`` (False when SB3 is not installed)."""
-    try:
-        from stable_baselines3.common.vec_env import VecEnv
-    except ImportError:
-        return False
-    return isinstance(env, VecEnv)
+    """Whether ``env`` is a stable-baselines3 ``VecEnv`` (SB3 is not imported for the check: an
+    env can only be one if SB3's vec_env module is loaded already)."""
+    module = sys.modules.get("stable_baselines3.common.vec_env")
+    return module is not None and isinstance(env, module.VecEnv)
 
 
 class SB3VecEnvAdapter(gym.vector.VectorEnv):
