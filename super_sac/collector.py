@@ -372,8 +372,9 @@ class Collector:
         their seed and actions (a warning names an env that does not return to its state).
 
         A ``SyncVectorEnv`` replays each sub-env on its own; any other vector env in
-        ``DISABLED`` mode (an ``AsyncVectorEnv``: its envs live in worker processes) replays all
-        envs together through the batched API (:func:`~super_sac.vector_envs.replay_in_lockstep`).
+        ``DISABLED`` mode (an ``AsyncVectorEnv``, whose envs live in worker processes, or a
+        vector wrapper, whose sub-envs lack its wrapping) replays all envs together through the
+        batched API (:func:`~super_sac.vector_envs.replay_in_lockstep`).
 
         :return: ``False`` if the env cannot be replayed (not a vector env with ``DISABLED``
             autoreset and derived seeds); fresh episodes were started instead.
@@ -381,11 +382,10 @@ class Collector:
         if not (self.autoreset is AutoresetMode.DISABLED and self.seeding == "derived"):
             self.reset_envs()
             return False
-        envs = getattr(self.env, "envs", None)
         seeds = [self.seed_of(i) for i in range(self.num_envs)]
-        if envs is not None:
+        if isinstance(self.env, gym.vector.SyncVectorEnv):  # unwrapped: its sub-envs are ours
             replayed = []
-            for i, sub in enumerate(envs):
+            for i, sub in enumerate(self.env.envs):
                 obs, _ = sub.reset(seed=seeds[i])
                 for action in self.episode_actions[i]:
                     obs, *_ = sub.step(action)

@@ -168,7 +168,24 @@ def test_sb3_vec_env_trains_with_terminations_and_truncations_apart(tmp_path):
     assert done[1::2].tolist() == [0, 1, 0, 1, 0, 1]  # termination stops bootstrapping
 
 
-def super_sac_run(agent, buffer, train_env, test_env, steps):
+def test_sb3_vec_env_of_pendulums_trains_past_its_warmup():
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    venv = DummyVecEnv([partial(make_gym_env, "Pendulum-v1", max_episode_steps=5)] * 2)
+    agent = Agent(1, nets.FlatEncoder(3), hidden_size=8)
+    buffer = ReplayBuffer(100, verbose=False)
+    summary = super_sac_run(agent, buffer, venv, make_gym_env("Pendulum-v1"), steps=12, warmup=10)
+    assert summary["env_steps"] == 24 and summary["critic_updates"] > 0
+    c = _contents(buffer)
+    assert not c["done"].any()  # Pendulum only truncates
+    # each env's 5th transition ends at its true final observation, and the next one starts anew
+    for env in (0, 1):
+        obs, next_obs = c["obs"][env::2], c["next_obs"][env::2]
+        assert torch.equal(next_obs[:4], obs[1:5])
+        assert not torch.equal(next_obs[4], obs[5])
+
+
+def super_sac_run(agent, buffer, train_env, test_env, steps, warmup=100):
     import super_sac
 
     return super_sac.super_sac(
@@ -178,7 +195,7 @@ def super_sac_run(agent, buffer, train_env, test_env, steps):
         test_env,
         num_steps_online=steps,
         transitions_per_online_step=2,
-        random_warmup_steps=100,
+        random_warmup_steps=warmup,
         batch_size=4,
         save_to_disk=False,
         log_to_disk=False,

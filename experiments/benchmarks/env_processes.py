@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"**This machine has {cores} CPU cores, shared with other jobs** (load average "
         f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end of the run): worker processes "
         f"can at best use {cores} cores at once, so more than {cores} env processes cannot add "
-        "speed here; on a machine with more free cores the async settings scale further. "
+        "speed here (how far the async settings scale with more free cores was not measured). "
         "With a software renderer (llvmpipe) each process's rendering already runs on several "
         "threads, so processes compete for the same cores.\n"
     )
