@@ -68,6 +68,23 @@ def gl_renderer() -> str:
         return f"unknown ({type(err).__name__})"
 
 
+def machine_note(cores: int | None, load: tuple[float, ...], single_thread_render: bool) -> str:
+    """What the report says about the machine the figures come from."""
+    note = (
+        f"**This machine has {cores} CPU cores, shared with other jobs** (load average "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end of the run): the env "
+        f"processes can run on at most {cores} cores at once, and beside other jobs more "
+        "processes also take a larger share of the machine's time, so these figures are no "
+        "clean measure of how env processes scale on free cores (not measured here)."
+    )
+    if not single_thread_render:
+        note += (
+            " With a software renderer (llvmpipe) the rendering of one env already runs on "
+            "several threads, so the env processes compete for the same cores."
+        )
+    return note + "\n"
+
+
 def time_setting(kind: str, num_envs: int, env_steps: int, seed: int) -> dict[str, Any]:
     """Build ``num_envs`` envs of ``kind``, step them with random actions; time the steps."""
     start = time.perf_counter()
@@ -150,13 +167,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{args.env_steps} timed env steps per setting and round, {args.rounds} rounds "
         "alternating the settings, median reported. OpenGL renderer: "
         f"`{renderer}`, LP_NUM_THREADS: {lp_threads}.\n\n"
-        f"{table}\n\n"
-        f"**This machine has {cores} CPU cores, shared with other jobs** (load average "
-        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end of the run): worker processes "
-        f"can at best use {cores} cores at once, so more than {cores} env processes cannot add "
-        "speed here (how far the async settings scale with more free cores was not measured). "
-        "With a software renderer (llvmpipe) each process's rendering already runs on several "
-        "threads, so processes compete for the same cores.\n"
+        f"{table}\n\n" + machine_note(cores, load, "LP_NUM_THREADS" in os.environ)
     )
     payload = {
         "env": ENV_ID,
