@@ -26,6 +26,7 @@ from gymnasium.vector import AutoresetMode
 from super_sac import learning_utils as lu
 from super_sac.agent import Agent
 from super_sac.replay import NStepQueue, ReplayBuffer
+from super_sac.vector_envs import as_gym_vector_env, replay_in_lockstep
 
 if TYPE_CHECKING:
     from super_sac.config import TrainConfig
@@ -35,7 +36,9 @@ EPISODE_SEEDING = ("derived", "first")
 
 
 def as_vector_env(env: gym.Env | gym.vector.VectorEnv) -> gym.vector.VectorEnv:
-    """A single env becomes a one-env ``SyncVectorEnv`` whose episodes the collector resets."""
+    """A single env becomes a one-env ``SyncVectorEnv`` whose episodes the collector resets; a
+    stable-baselines3 ``VecEnv`` is wrapped in :class:`~super_sac.vector_envs.SB3VecEnvAdapter`."""
+    env = as_gym_vector_env(env)
     if isinstance(env, gym.vector.VectorEnv):
         return env
     return gym.vector.SyncVectorEnv([lambda: env], autoreset_mode=AutoresetMode.DISABLED)
@@ -368,27 +371,38 @@ class Collector:
         the episode's seed and replay its actions. Exact for envs that are deterministic given
         their seed and actions (a warning names an env that does not return to its state).
 
-        :return: ``False`` if the env cannot be replayed (not a ``SyncVectorEnv`` with
-            ``DISABLED`` autoreset and derived seeds); fresh episodes were started instead.
+        A ``SyncVectorEnv`` replays each sub-env on its own; any other vector env in
+        ``DISABLED`` mode (an ``AsyncVectorEnv``, whose envs live in worker processes, or a
+        vector wrapper, whose sub-envs lack its wrapping) replays all envs together through the
+        batched API (:func:`~super_sac.vector_envs.replay_in_lockstep`).
+
+        :return: ``False`` if the env cannot be replayed (not a vector env with ``DISABLED``
+            autoreset and derived seeds); fresh episodes were started instead.
         """
-        envs = getattr(self.env, "envs", None)
-        replayable = self.autoreset is AutoresetMode.DISABLED and self.seeding == "derived"
-        if not (replayable and envs is not None):
+        if not (self.autoreset is AutoresetMode.DISABLED and self.seeding == "derived"):
             self.reset_envs()
             return False
-        for i, sub in enumerate(envs):
-            obs, _ = sub.reset(seed=self.seed_of(i))
-            for action in self.episode_actions[i]:
-                obs, *_ = sub.step(action)
-            for k in self.obs:
-                if not np.array_equal(np.asarray(obs[k]), self.obs[k][i]):
-                    warnings.warn(
-                        f"env {i} did not return to its checkpointed state when its episode was "
-                        "replayed (the env is not deterministic given its seed and actions); the "
-                        "resumed run continues from the replayed state.",
-                        stacklevel=2,
-                    )
-                self.obs[k][i] = obs[k]
+        seeds = [self.seed_of(i) for i in range(self.num_envs)]
+        if isinstance(self.env, gym.vector.SyncVectorEnv):  # unwrapped: its sub-envs are ours
+            replayed = []
+            for i, sub in enumerate(self.env.envs):
+                obs, _ = sub.reset(seed=seeds[i])
+                for action in self.episode_actions[i]:
+                    obs, *_ = sub.step(action)
+                replayed.append(obs)
+            batched = {k: np.stack([np.asarray(o[k]) for o in replayed]) for k in self.obs}
+        else:
+            batched, _ = replay_in_lockstep(self.env, seeds, self.episode_actions)
+        for i in range(self.num_envs):
+            if any(not np.array_equal(np.asarray(batched[k][i]), self.obs[k][i]) for k in self.obs):
+                warnings.warn(
+                    f"env {i} did not return to its checkpointed state when its episode was "
+                    "replayed (the env is not deterministic given its seed and actions); the "
+                    "resumed run continues from the replayed state.",
+                    stacklevel=2,
+                )
+        for k in self.obs:
+            self.obs[k][:] = batched[k]
         return True
 
 

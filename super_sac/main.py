@@ -32,6 +32,7 @@ from super_sac.replay import AdvantageIndex, Batch, ReplayBuffer
 from super_sac.reporting import PHASES, NonFiniteError, SessionStart
 from super_sac.utils import atomic_write_json, flush_denormals, matmul_precision, set_seed
 from super_sac.validation import ConfigError, validate_config
+from super_sac.vector_envs import as_gym_vector_env
 
 __all__ = ["PHASES", "ConfigError", "NonFiniteError", "TrainConfig", "Trainer", "super_sac"]
 
@@ -289,9 +290,9 @@ class Trainer:
         self.last_checkpoint = folder
         if not self.collector.replay_episodes():
             warnings.warn(
-                "this train_env cannot be replayed (it is not a SyncVectorEnv in DISABLED "
-                "autoreset mode): the resumed run starts fresh episodes, so it is not "
-                "bit-identical to an uninterrupted run.",
+                "this train_env cannot be replayed (it is not a vector env in DISABLED "
+                "autoreset mode; an SB3 VecEnv resets its envs itself): the resumed run starts "
+                "fresh episodes, so it is not bit-identical to an uninterrupted run.",
                 stacklevel=2,
             )
 
@@ -523,6 +524,7 @@ def super_sac(
 
     :return: the run summary (also in ``<run_dir>/summary.json``).
     """
+    train_env = as_gym_vector_env(train_env)  # an SB3 VecEnv gets its adapter
     settings = dict(locals())
     cfg = TrainConfig(**{f.name: settings[f.name] for f in dataclasses.fields(TrainConfig)})
     validate_config(cfg, agent, buffer, train_env, test_env)

@@ -10,10 +10,10 @@ from typing import Any
 
 import gymnasium as gym
 import torch
-from gymnasium.vector import AutoresetMode
 
 import super_sac
 from super_sac.nets.cnns import MinAtarEncoder, NatureEncoder
+from super_sac.vector_envs import make_vector_env
 from super_sac.wrappers import make_atari_env, make_gym_env, make_minatar_env
 
 PathLike = str | os.PathLike
@@ -68,33 +68,44 @@ def make_envs(
     parallel_envs: int,
     max_episode_steps: int | None,
     test_render_mode: str | None = None,
+    vector: str = "sync",
 ) -> tuple[Any, Any]:
-    """The training env (a vector env when ``parallel_envs > 1``) and a single test env.
+    """The training env (a vector env when ``parallel_envs > 1`` or ``vector="async"``) and a
+    single test env.
 
     :param env_id: gymnasium env id.
     :param parallel_envs: number of training envs.
     :param max_episode_steps: episode time limit (None: the env's own).
     :param test_render_mode: the test env's render mode ("rgb_array" for evaluation videos).
+    :param vector: ``"sync"`` or ``"async"`` (see :func:`train_and_test_envs`).
     """
     return train_and_test_envs(
-        lambda **kw: make_env(env_id, max_episode_steps, **kw), parallel_envs, test_render_mode
+        lambda **kw: make_env(env_id, max_episode_steps, **kw),
+        parallel_envs,
+        test_render_mode,
+        vector=vector,
     )
 
 
 def train_and_test_envs(
-    make: Callable[..., gym.Env], parallel_envs: int, test_render_mode: str | None = None
+    make: Callable[..., gym.Env],
+    parallel_envs: int,
+    test_render_mode: str | None = None,
+    vector: str = "sync",
 ) -> tuple[Any, gym.Env]:
-    """``make()`` as the training env (``parallel_envs`` of them in a ``SyncVectorEnv`` whose
-    episodes the loop resets itself) and once more as the test env.
+    """``make()`` as the training env and once more as the test env. With ``vector="sync"``,
+    ``parallel_envs > 1`` envs form a ``SyncVectorEnv`` (one env stays a plain env); with
+    ``"async"``, the training envs (even a single one) run in worker processes of an
+    ``AsyncVectorEnv`` with shared memory. Both vector envs leave the resets to the loop
+    (``DISABLED`` autoreset), so episodes get the loop's seeds and resumes replay them exactly.
 
     :param make: builds one env; takes ``render_mode=...`` when ``test_render_mode`` is given.
     :param parallel_envs: number of training envs.
     :param test_render_mode: the test env's render mode, or ``None`` (no rendering, no cost).
+    :param vector: ``"sync"`` or ``"async"`` (:func:`super_sac.vector_envs.make_vector_env`).
     """
-    if parallel_envs > 1:
-        train_env = gym.vector.SyncVectorEnv(
-            [make for _ in range(parallel_envs)], autoreset_mode=AutoresetMode.DISABLED
-        )
+    if parallel_envs > 1 or vector != "sync":
+        train_env = make_vector_env(make, parallel_envs, vector)
     else:
         train_env = make()
     test_env = make() if test_render_mode is None else make(render_mode=test_render_mode)
@@ -106,13 +117,23 @@ def gym_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
 
     :param args: the parsed command line.
     """
-    return make_envs(args.env, args.parallel_envs, args.max_episode_steps, test_render_mode(args))
+    return make_envs(
+        args.env,
+        args.parallel_envs,
+        args.max_episode_steps,
+        test_render_mode(args),
+        vector=_vector(args),
+    )
 
 
 def test_render_mode(args: argparse.Namespace) -> str | None:
     """ "rgb_array" when the run records evaluation videos (``args.record_video``, set by
     :func:`super_sac.cli.runner.run` from ``super_sac.video_interval``), else ``None``."""
     return "rgb_array" if getattr(args, "record_video", False) else None
+
+
+def _vector(args: argparse.Namespace) -> str:
+    return getattr(args, "vector", "sync")
 
 
 def minatar_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
@@ -123,6 +144,7 @@ def minatar_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
     return train_and_test_envs(
         lambda: make_minatar_env(args.game, max_episode_steps=args.max_episode_steps),
         args.parallel_envs,
+        vector=_vector(args),
     )
 
 
@@ -156,6 +178,7 @@ def atari_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
         lambda **kw: make_atari(args.game, max_episode_steps=args.max_episode_steps, **kw),
         args.parallel_envs,
         test_render_mode(args),
+        vector=_vector(args),
     )
 
 

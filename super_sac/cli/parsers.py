@@ -78,7 +78,20 @@ def add_common_args(p: argparse.ArgumentParser, default_config: str) -> None:
     p.add_argument("--name", default=None, help="run name (default: <config>_<env or game>)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--steps", type=int, default=None, help="override super_sac.num_steps_online")
-    p.add_argument("--parallel_envs", type=int, default=1, help="parallel training envs")
+    p.add_argument(
+        "--parallel_envs",
+        type=int,
+        default=1,
+        help="parallel training envs (without a transitions_per_online_step setting of your "
+        "own, each online step then steps every env once)",
+    )
+    p.add_argument(
+        "--vector",
+        choices=["sync", "async"],
+        default="sync",
+        help="sync: the training envs step in this process (SyncVectorEnv); async: one worker "
+        "process per env (AsyncVectorEnv, shared memory), for envs whose step or render is slow",
+    )
     p.add_argument(
         "--max_episode_steps",
         type=int,

@@ -52,6 +52,15 @@ def loop_setting(name: str) -> Any:
         return inspect.signature(super_sac.super_sac).parameters[name].default
 
 
+def _bound(name: str) -> bool:
+    """Whether a gin file or binding sets ``super_sac.<name>``."""
+    try:
+        gin.query_parameter(f"super_sac.{name}")
+    except ValueError:
+        return False
+    return True
+
+
 def dataset_loader(
     args: argparse.Namespace,
 ) -> Callable[[super_sac.ReplayBuffer, gym.Env], None] | None:
@@ -224,6 +233,8 @@ def run(
         overrides["logging_method"] = args.logging
     if args.max_episode_steps is not None:
         overrides["max_episode_steps"] = args.max_episode_steps
+    if args.parallel_envs > 1 and not _bound("transitions_per_online_step"):
+        overrides["transitions_per_online_step"] = args.parallel_envs  # every env steps once
     try:
         return super_sac.super_sac(agent, buffer, train_env, test_env, **overrides)
     finally:
