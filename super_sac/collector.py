@@ -383,6 +383,7 @@ class Collector:
             self.reset_envs()
             return False
         seeds = [self.seed_of(i) for i in range(self.num_envs)]
+        diverged = np.zeros(self.num_envs, dtype=bool)
         if isinstance(self.env, gym.vector.SyncVectorEnv):  # unwrapped: its sub-envs are ours
             replayed = []
             for i, sub in enumerate(self.env.envs):
@@ -392,9 +393,10 @@ class Collector:
                 replayed.append(obs)
             batched = {k: np.stack([np.asarray(o[k]) for o in replayed]) for k in self.obs}
         else:
-            batched, _ = replay_in_lockstep(self.env, seeds, self.episode_actions)
+            batched, diverged = replay_in_lockstep(self.env, seeds, self.episode_actions)
         for i in range(self.num_envs):
-            if any(not np.array_equal(np.asarray(batched[k][i]), self.obs[k][i]) for k in self.obs):
+            same = all(np.array_equal(np.asarray(batched[k][i]), self.obs[k][i]) for k in self.obs)
+            if diverged[i] or not same:
                 warnings.warn(
                     f"env {i} did not return to its checkpointed state when its episode was "
                     "replayed (the env is not deterministic given its seed and actions); the "

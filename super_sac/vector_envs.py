@@ -78,7 +78,8 @@ def replay_in_lockstep(
     :param seeds: each env's episode seed.
     :param actions: each env's recorded actions of its running episode.
     :return: the observations after the replay, and a mask of the envs whose replayed episode
-        ended before its last recorded action (those are not deterministic; the caller warns).
+        ended (the original's running episodes had not: those envs are not deterministic given
+        seed and actions; the caller warns).
     """
     n = env.num_envs
     lengths = np.array([len(a) for a in actions], dtype=np.int64)
@@ -101,8 +102,9 @@ def replay_in_lockstep(
         obs, _, terminated, truncated, _ = env.step(np.stack([np.asarray(a) for a in batch]))
         ended = np.asarray(terminated) | np.asarray(truncated)
         replaying = t >= start
-        last = t - start == lengths - 1
-        diverged |= ended & replaying & ~last
+        # a running episode never ended in the original run (the loop would have reset it),
+        # so any end while replaying, the last recorded action included, is a divergence
+        diverged |= ended & replaying
         pending = ended & ~replaying
     reset = (lengths == 0) & (longest > 0)
     if reset.any():
@@ -142,9 +144,10 @@ class SB3VecEnvAdapter(gym.vector.VectorEnv):
     ``terminated`` and ``truncated`` with the ``TimeLimit.truncated`` info SB3 sets for time
     limits, and gives the ended envs' true final observations (SB3's ``terminal_observation``)
     as ``info["final_obs"]``, as gymnasium's ``SAME_STEP`` vector envs do. ``Box`` observations
-    become ``{key: float32 array}``; ``Dict`` observations pass through; other observation spaces
-    are refused. :func:`super_sac.super_sac` and :class:`~super_sac.collector.Collector` wrap an
-    SB3 ``VecEnv`` given as the training env automatically.
+    become ``{key: array}`` (float32 for float spaces, integer dtypes kept); ``Dict``
+    observations pass through; other observation spaces are refused. :func:`super_sac.super_sac`
+    and :class:`~super_sac.collector.Collector` wrap an SB3 ``VecEnv`` given as the training env
+    automatically.
 
     Seeding: SB3 seeds env ``i`` with ``seed + i`` at the next reset (``VecEnv.seed``); a list of
     seeds uses its first entry. Later episodes continue the envs' own generators, so the
@@ -163,13 +166,16 @@ class SB3VecEnvAdapter(gym.vector.VectorEnv):
         space = venv.observation_space
         if isinstance(space, spaces.Box):
             self._wrap = True
+            # float observations become float32 (the library's vectors); integer ones (uint8
+            # images, e.g. SB3's VecFrameStack over Atari) keep their dtype and size in replay
+            self._dtype = np.float32 if np.issubdtype(space.dtype, np.floating) else space.dtype
             single_obs = spaces.Dict(
                 {
                     key: spaces.Box(
-                        space.low.astype(np.float32),
-                        space.high.astype(np.float32),
+                        space.low.astype(self._dtype),
+                        space.high.astype(self._dtype),
                         space.shape,
-                        np.float32,
+                        self._dtype,
                     )
                 }
             )
@@ -191,7 +197,7 @@ class SB3VecEnvAdapter(gym.vector.VectorEnv):
 
     def _obs(self, obs: Any) -> dict[str, np.ndarray]:
         if self._wrap:
-            return {self.key: np.asarray(obs, dtype=np.float32)}
+            return {self.key: np.asarray(obs, dtype=self._dtype)}
         return {k: np.asarray(v) for k, v in obs.items()}
 
     def reset(
@@ -220,7 +226,7 @@ class SB3VecEnvAdapter(gym.vector.VectorEnv):
             for i in np.flatnonzero(dones):
                 single = infos[i]["terminal_observation"]
                 final[i] = (
-                    {self.key: np.asarray(single, dtype=np.float32)}
+                    {self.key: np.asarray(single, dtype=self._dtype)}
                     if self._wrap
                     else {k: np.asarray(v) for k, v in single.items()}
                 )

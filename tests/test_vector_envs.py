@@ -215,6 +215,28 @@ def test_sb3_adapter_refuses_observations_it_cannot_batch_as_a_dict():
         SB3VecEnvAdapter(DummyVecEnv([DiscreteObs]))
 
 
+def test_sb3_adapter_keeps_integer_image_dtypes():
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    class Frames(gym.Env):
+        observation_space = gym.spaces.Box(0, 255, (2, 4, 4), np.uint8)
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            return np.full((2, 4, 4), 200, np.uint8), {}
+
+        def step(self, action):
+            return np.full((2, 4, 4), 201, np.uint8), 0.0, False, False, {}
+
+    adapter = SB3VecEnvAdapter(DummyVecEnv([Frames, Frames]))
+    assert adapter.single_observation_space["obs"].dtype == np.uint8
+    obs, _ = adapter.reset()
+    assert obs["obs"].dtype == np.uint8 and obs["obs"].shape == (2, 2, 4, 4)
+    obs, *_ = adapter.step(np.array([0, 1]))
+    assert obs["obs"].dtype == np.uint8 and (obs["obs"] == 201).all()
+
+
 # ----------------------------------------------------------------------------- CLI
 
 train_gym = partial(cli.train_gym, search_dirs=[ROOT / "experiments" / "gym"])

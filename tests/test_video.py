@@ -132,9 +132,14 @@ def test_wandb_receives_the_written_file(tmp_path, monkeypatch):
     assert step == 7 and isinstance(data["eval/video"], wandb.Video)
 
 
-def test_videos_of_a_run_that_writes_nothing_warn_and_render_nothing():
+def test_videos_of_a_run_that_writes_nothing_warn_and_render_nothing(monkeypatch):
+    from super_sac import evaluation
     from super_sac.validation import ConfigWarning
 
+    def never(env):
+        raise AssertionError("a frame was rendered for a video that goes nowhere")
+
+    monkeypatch.setattr(evaluation, "render_frame", never)
     with pytest.warns(ConfigWarning, match="video_interval = 1: has no effect: the run writes"):
         summary = _train(
             "super_sac.video_interval = 1",

@@ -46,8 +46,12 @@ __all__ = ["FrameStore", "default_window"]
 
 
 def default_window(size: int) -> int:
-    """Frames back that a match may reach: ``size / 64`` clipped to ``[64, 1024]``."""
-    return int(min(1024, max(64, size // 64)))
+    """Frames back that a match may reach: ``size / 32`` clipped to ``[256, 2048]``.
+
+    With ``E`` envs writing interleaved, a frame comes back about ``E (k + n - 2)`` frame writes
+    later (stack ``k``, n-step ``n``), so the lower bound keeps matches for about 50 envs with
+    ``k = 4, n = 3``; the window's frames are extra slots of the ring (at most 2,048 frames)."""
+    return int(min(2048, max(256, size // 32)))
 
 
 class FrameStore:
@@ -164,8 +168,10 @@ class FrameStore:
             raise RuntimeError(
                 f"ReplayBuffer frame store of {self.key!r} is full: its {self.capacity:,} frames "
                 f"are all still used by stored transitions (more than about frame_ratio new "
-                "frames per transition, e.g. very short episodes). Fix: raise "
-                "ReplayBuffer.frame_ratio (frame slots per transition slot)"
+                "frames per transition: very short episodes, or so many parallel envs that a "
+                f"frame comes back more than {self.window} frame writes later). Fix: raise "
+                "ReplayBuffer.frame_ratio (frame slots per transition slot), use fewer envs, or "
+                "check that the declared stack axis is the first one (channels-first)"
             )
         slot = self.slot_of(self.count)
         self.frames[slot] = frame
