@@ -23,6 +23,7 @@ import os
 import random
 import re
 import shutil
+import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -304,7 +305,8 @@ def capture_loop(trainer: Trainer) -> dict[str, Any]:
             "actor_updates": learner["actor_updates"],
             "episodes": collector.pop("episodes"),
             "evaluations": trainer.evaluations,
-            "wall_seconds": trainer.wall_seconds,
+            # the time trained up to now (earlier sessions plus this one), not at this start
+            "wall_seconds": trainer.wall_seconds + time.perf_counter() - trainer.session.time,
             "best_return": trainer.best_return,
             "base_seed": trainer.base_seed,
         },

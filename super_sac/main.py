@@ -392,6 +392,7 @@ class Trainer:
         else:
             self.reset_envs()
         self.start_logger()
+        reporting.write_eval_log(self)
         if self.cfg.verbosity > 0:
             reporting.print_settings(self)
         self.session = SessionStart(self.env_steps, self.critic_updates)

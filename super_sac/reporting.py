@@ -3,7 +3,9 @@ the start and the diagnostic snapshot written when training stops on a NaN."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import math
 import time
 from pathlib import Path
@@ -13,7 +15,7 @@ import numpy as np
 
 from super_sac.collector import episode_seed
 from super_sac.evaluation import evaluate_agent, save_best_metric
-from super_sac.utils import atomic_write_json
+from super_sac.utils import atomic_write_json, atomic_write_text
 from super_sac.video import write_video
 
 if TYPE_CHECKING:
@@ -21,6 +23,18 @@ if TYPE_CHECKING:
 
 PHASES = ("bc", "offline", "online")
 EVAL_ENV_INDEX = 2**31 - 1  # the episode-seed stream of the evaluation env
+EVAL_CSV = "evaluations.csv"
+EVAL_CSV_COLUMNS = (
+    "env_steps",
+    "phase",
+    "phase_step",
+    "return_mean",
+    "return_std",
+    "return_min",
+    "return_max",
+    "length_mean",
+    "wall_seconds",
+)
 
 
 class NonFiniteError(FloatingPointError):
@@ -116,12 +130,18 @@ def evaluate(trainer: Trainer) -> dict[str, float]:
     trainer.logger.log({f"eval/{k}": v for k, v in result.items()}, trainer.log_step)
     if frames:
         save_video(trainer, frames)
-    result.update(env_steps=trainer.env_steps, phase=trainer.phase, phase_step=trainer.step)
+    result.update(
+        env_steps=trainer.env_steps,
+        phase=trainer.phase,
+        phase_step=trainer.step,
+        wall_seconds=wall_clock(trainer),
+    )
     metric = save_best_metric(cfg.save_best)
     # the earlier evaluations are in the (checkpointed) history, so a resumed run compares too
     best_before = max((h[metric] for h in trainer.eval_history if metric in h), default=-math.inf)
     trainer.last_eval = result
     trainer.eval_history.append(result)
+    append_eval_row(trainer, result)
     trainer.best_return = max(trainer.best_return, result["return_mean"])
     improved = metric is not None and result[metric] > best_before
     if improved and cfg.save_to_disk and trainer.run_dir is not None:
@@ -138,6 +158,46 @@ def evaluate(trainer: Trainer) -> dict[str, float]:
             },
         )
     return result
+
+
+def wall_clock(trainer: Trainer) -> float:
+    """Seconds the run has trained so far, over all its sessions (resumes included)."""
+    return trainer.wall_seconds + time.perf_counter() - trainer.session.time
+
+
+def _csv_rows(rows: list[dict[str, Any]], header: bool) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(
+        buf, fieldnames=EVAL_CSV_COLUMNS, extrasaction="ignore", lineterminator="\n"
+    )
+    if header:
+        writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def write_eval_log(trainer: Trainer) -> Path | None:
+    """(Re)write ``<run_dir>/evaluations.csv`` from ``trainer.eval_history``: the header alone
+    for a new run; for a resumed run the checkpointed history, so rows that a crashed
+    predecessor appended after its last checkpoint are dropped, not duplicated.
+    :return: the file, or ``None`` without a run folder."""
+    if trainer.run_dir is None:
+        return None
+    path = trainer.run_dir / EVAL_CSV
+    atomic_write_text(path, _csv_rows(trainer.eval_history, header=True))
+    return path
+
+
+def append_eval_row(trainer: Trainer, result: dict[str, Any]) -> None:
+    """Append one evaluation to ``<run_dir>/evaluations.csv`` (one ``write`` of a whole line,
+    flushed), so the history can be read while the run goes on and survives a crash."""
+    if trainer.run_dir is None:
+        return
+    path = trainer.run_dir / EVAL_CSV
+    text = _csv_rows([result], header=not path.exists())
+    with open(path, "a") as f:
+        f.write(text)
+        f.flush()
 
 
 def records_video(cfg: Any, evaluations: int) -> bool:

@@ -1,0 +1,102 @@
+"""Statistics for reports over many seeds (Agarwal et al. 2021, "Deep RL at the Edge of the
+Statistical Precipice"): the interquartile mean, stratified bootstrap confidence intervals and the
+area under a learning curve. Plain numpy, seeded, no rliable dependency."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["area_under_curve", "iqm", "stratified_bootstrap_ci"]
+
+
+def iqm(values: Any, fractional: bool = True) -> float:
+    """Interquartile mean: the mean of the middle 50% of the sorted values.
+
+    Definition used here (``fractional=True``): sort the ``n`` values and give the ``i``-th
+    (0-based) the unit interval ``[i, i + 1)`` of "sample mass"; keep the mass that lies in
+    ``[n/4, 3n/4]``. Each value is weighted by the length of its interval inside that window (1
+    inside, 0 outside, a fraction at the two cut points) and the weights sum to ``n/2``. For ``n``
+    divisible by 4 this is the plain mean of the middle half; otherwise the values that straddle
+    a quartile count partly. Example: ``[0, 1, 2, 6, 7]`` gives ``(0.75*1 + 2 + 0.75*6) / 2.5 =
+    2.9``.
+
+    ``fractional=False`` is the 25%-trimmed mean that rliable computes
+    (``scipy.stats.trim_mean(x, 0.25)``: drop ``floor(n/4)`` values at each end, then average),
+    which gives 3.0 for the example. Both agree when ``n`` is divisible by 4.
+
+    :param values: any array-like; flattened. NaNs are not allowed.
+    :raises ValueError: for an empty input or a NaN.
+    """
+    x = np.sort(np.asarray(values, dtype=np.float64).ravel())
+    n = x.size
+    if n == 0:
+        raise ValueError("iqm of an empty set of values")
+    if np.isnan(x).any():
+        raise ValueError("iqm of values containing NaN")
+    if not fractional:
+        cut = n // 4
+        return float(x[cut : n - cut].mean())
+    lo, hi = n / 4, 3 * n / 4
+    starts = np.arange(n, dtype=np.float64)
+    weights = np.clip(np.minimum(starts + 1, hi) - np.maximum(starts, lo), 0.0, 1.0)
+    return float(np.dot(weights, x) / weights.sum())
+
+
+def stratified_bootstrap_ci(
+    scores_by_task: Mapping[Any, Sequence[float]] | Sequence[Sequence[float]],
+    statistic: Callable[[np.ndarray], float],
+    reps: int = 2000,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """A percentile bootstrap interval for ``statistic`` of scores from several tasks.
+
+    Each task (stratum) is resampled separately: its runs are drawn with replacement, as many as
+    it has, so every bootstrap sample keeps the same number of runs per task. ``statistic`` gets
+    the concatenation of all tasks' (resampled) scores as one 1-D array, in the order the tasks
+    are given (e.g. ``np.mean``, :func:`iqm`; with one task this is an ordinary bootstrap).
+
+    :param scores_by_task: ``{task: run scores}`` or a list of run-score sequences.
+    :param reps: bootstrap samples.
+    :param alpha: ``1 - alpha`` is the coverage (0.05 for a 95% interval).
+    :param seed: seeds the resampling, so a report is reproducible.
+    :return: ``(point estimate on the original scores, lower bound, upper bound)``; the bounds
+        are the ``alpha/2`` and ``1 - alpha/2`` percentiles of the bootstrap statistics.
+    """
+    tasks = list(scores_by_task.values()) if isinstance(scores_by_task, Mapping) else scores_by_task
+    strata = [np.asarray(t, dtype=np.float64).ravel() for t in tasks]
+    if not strata or any(s.size == 0 for s in strata):
+        raise ValueError("stratified_bootstrap_ci needs at least one score in every task")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    rng = np.random.default_rng(seed)
+    point = float(statistic(np.concatenate(strata)))
+    # one (reps, n_task) index matrix per task, drawn in task order
+    samples = np.concatenate(
+        [s[rng.integers(0, s.size, size=(reps, s.size))] for s in strata], axis=1
+    )
+    stats = np.array([statistic(row) for row in samples], dtype=np.float64)
+    low, high = np.percentile(stats, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    return point, float(low), float(high)
+
+
+def area_under_curve(steps: Sequence[float], values: Sequence[float]) -> float:
+    """The trapezoid area under ``values`` over ``steps``, divided by the step span
+    (``steps[-1] - steps[0]``): the curve's average height, in the units of ``values``, so runs of
+    different lengths stay comparable. One point gives its value.
+
+    :raises ValueError: for empty or unequal inputs, or steps that decrease.
+    """
+    s = np.asarray(steps, dtype=np.float64).ravel()
+    v = np.asarray(values, dtype=np.float64).ravel()
+    if s.size == 0 or s.size != v.size:
+        raise ValueError(f"area_under_curve needs equal, non-empty inputs ({s.size}, {v.size})")
+    if np.any(np.diff(s) < 0):
+        raise ValueError("area_under_curve needs non-decreasing steps")
+    span = s[-1] - s[0]
+    if s.size == 1 or span == 0:
+        return float(v.mean())
+    return float(np.sum(np.diff(s) * (v[1:] + v[:-1]) / 2) / span)

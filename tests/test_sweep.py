@@ -1,0 +1,114 @@
+"""Sweeps: the per-run evaluation history (evaluations.csv), the statistics of the reports,
+the grid of trials and its manifest."""
+
+import csv
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from super_sac.reporting import EVAL_CSV_COLUMNS
+
+HERE = Path(__file__).resolve().parent
+STEPS = 300
+
+
+def _crash_run(save_dir, name, *extra):
+    return subprocess.run(
+        [sys.executable, str(HERE / "crash_run.py"), str(save_dir), name, str(STEPS), *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _read_csv(path):
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        assert tuple(reader.fieldnames) == EVAL_CSV_COLUMNS
+        return list(reader)
+
+
+# ----------------------------------------------------------------------------- evaluations.csv
+def test_evaluations_csv_is_written_as_it_happens_and_not_duplicated_on_resume(tmp_path):
+    ref = _crash_run(tmp_path / "ref", "ref")
+    assert ref.returncode == 0, ref.stderr
+    reference = _read_csv(tmp_path / "ref" / "ref_0" / "evaluations.csv")
+    assert [int(r["env_steps"]) for r in reference] == [100, 200, 300]
+    assert all(r["phase"] == "online" for r in reference)
+    walls = [float(r["wall_seconds"]) for r in reference]
+    assert walls == sorted(walls) and walls[0] > 0
+
+    # killed while writing the step-200 checkpoint: the step-200 evaluation is already in the
+    # CSV, but the run resumes from ckpt_100 and evaluates at step 200 again
+    proc = _crash_run(tmp_path, "crash", "--kill", "state_write:2")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    run_dir = tmp_path / "crash_0"
+    assert [int(r["env_steps"]) for r in _read_csv(run_dir / "evaluations.csv")] == [100, 200]
+    proc = _crash_run(tmp_path, "crash", "--resume", str(run_dir))
+    assert proc.returncode == 0, proc.stderr
+    resumed = _read_csv(run_dir / "evaluations.csv")
+    same = [c for c in EVAL_CSV_COLUMNS if c != "wall_seconds"]
+    assert [[r[c] for c in same] for r in resumed] == [[r[c] for c in same] for r in reference]
+    walls = [float(r["wall_seconds"]) for r in resumed]
+    assert walls == sorted(walls)
+
+
+# ----------------------------------------------------------------------------- statistics
+def test_iqm_against_hand_computed_values():
+    from super_sac.sweep.stats import iqm
+
+    assert iqm(range(1, 9)) == pytest.approx(4.5)  # (3 + 4 + 5 + 6) / 4
+    assert iqm([8, 1, 7, 2, 6, 3, 5, 4]) == pytest.approx(4.5)  # order does not matter
+    assert iqm([1, 2, 3, 4, 100]) == pytest.approx(3.0)  # the outlier is cut
+    # n = 5: the window [1.25, 3.75] keeps 3/4 of the 2nd and 4th values
+    assert iqm([0, 1, 2, 6, 7]) == pytest.approx((0.75 * 1 + 2 + 0.75 * 6) / 2.5)
+    assert iqm([0, 1, 2, 6, 7], fractional=False) == pytest.approx(3.0)  # scipy's trim_mean
+    # n = 6: the window [1.5, 4.5]
+    assert iqm([1, 2, 3, 4, 5, 60]) == pytest.approx((0.5 * 2 + 3 + 4 + 0.5 * 5) / 3)
+    assert iqm([7.0]) == 7.0
+    with pytest.raises(ValueError):
+        iqm([])
+
+
+def test_stratified_bootstrap_interval_of_a_known_distribution():
+    import numpy as np
+
+    from super_sac.sweep.stats import stratified_bootstrap_ci
+
+    n = 400
+    x = np.random.default_rng(1).standard_normal(n)
+    point, low, high = stratified_bootstrap_ci({"task": x}, np.mean, reps=2000, seed=0)
+    assert point == pytest.approx(x.mean())
+    assert low < 0 < high and low < point < high
+    assert high - low == pytest.approx(2 * 1.96 / np.sqrt(n), rel=0.15)
+    # seeded: the same interval again
+    assert stratified_bootstrap_ci({"task": x}, np.mean, reps=2000, seed=0) == (point, low, high)
+
+
+def test_bootstrap_resamples_within_each_task():
+    import numpy as np
+
+    from super_sac.sweep.stats import stratified_bootstrap_ci
+
+    # every run of a task has the same score: resampling within tasks cannot move the mean,
+    # while a pooled bootstrap would
+    scores = {"a": [0.0] * 3, "b": [10.0] * 5}
+    point, low, high = stratified_bootstrap_ci(scores, np.mean, reps=200)
+    assert point == low == high == pytest.approx(50 / 8)
+    with pytest.raises(ValueError):
+        stratified_bootstrap_ci({"a": []}, np.mean)
+
+
+def test_area_under_curve_is_the_average_height():
+    from super_sac.sweep.stats import area_under_curve
+
+    assert area_under_curve([0, 10], [0, 1]) == pytest.approx(0.5)
+    assert area_under_curve([0, 1, 3], [2, 2, 2]) == pytest.approx(2.0)
+    # (1+3)/2*1 + (3+3)/2*2 = 2 + 6 = 8 over a span of 3
+    assert area_under_curve([0, 1, 3], [1, 3, 3]) == pytest.approx(8 / 3)
+    assert area_under_curve([5], [4.0]) == 4.0
+    with pytest.raises(ValueError):
+        area_under_curve([2, 1], [0, 0])
