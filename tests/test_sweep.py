@@ -112,3 +112,72 @@ def test_area_under_curve_is_the_average_height():
     assert area_under_curve([5], [4.0]) == 4.0
     with pytest.raises(ValueError):
         area_under_curve([2, 1], [0, 0])
+
+
+# ----------------------------------------------------------------------------- grid, manifest
+def test_seeds_parse_ranges_and_lists():
+    from super_sac.sweep.grid import parse_seeds
+
+    assert parse_seeds("0-4") == [0, 1, 2, 3, 4]
+    assert parse_seeds("0,2,5") == [0, 2, 5]
+    assert parse_seeds("0-2, 7") == [0, 1, 2, 7]
+    assert parse_seeds("3") == [3] and parse_seeds(3) == [3] and parse_seeds([1, 4]) == [1, 4]
+    for bad in ("", "4-0", "a", "0,,1", "0-2,1", "-1"):
+        with pytest.raises(ValueError):
+            parse_seeds(bad)
+
+
+def test_grid_expands_into_trial_folders(tmp_path):
+    from super_sac.sweep.grid import FRESH, Grid
+
+    grid = Grid.make(["sac.gin", "configs/td3.gin"], ["Pendulum-v1", "ALE/Pong-v5"], "0-1")
+    trials = grid.trials(tmp_path / "study")
+    assert len(trials) == 8
+    assert [t.key for t in trials[:4]] == [
+        "sac/Pendulum-v1/seed_0",
+        "sac/Pendulum-v1/seed_1",
+        "sac/ALE_Pong-v5/seed_0",
+        "sac/ALE_Pong-v5/seed_1",
+    ]
+    last = trials[-1]
+    assert (last.config, last.env, last.seed) == ("configs/td3.gin", "ALE/Pong-v5", 1)
+    assert last.folder == tmp_path / "study" / "td3" / "ALE_Pong-v5" / "seed_1"
+    assert all(t.state() == FRESH for t in trials)
+    assert Grid.from_json(grid.to_json()) == grid
+    with pytest.raises(ValueError, match="share the folder 'sac'"):
+        Grid.make(["a/sac.gin", "b/sac.gin"], ["Pendulum-v1"], "0")
+
+
+def test_trial_state_follows_its_files(tmp_path):
+    from super_sac.sweep.grid import FINISHED, FRESH, INTERRUPTED, trial_state
+
+    folder = tmp_path / "seed_0"
+    assert trial_state(folder) == FRESH
+    (folder / "checkpoints" / ".tmp_ckpt_100").mkdir(parents=True)  # a half-written one
+    (folder / "config.gin").write_text("")
+    assert trial_state(folder) == FRESH
+    (folder / "checkpoints" / "ckpt_100").mkdir()
+    assert trial_state(folder) == INTERRUPTED
+    (folder / "summary.json").write_text("{}")
+    assert trial_state(folder) == FINISHED
+
+
+def test_manifest_refuses_a_different_grid(tmp_path):
+    import json
+
+    from super_sac.sweep.grid import Grid, GridMismatchError, write_manifest
+
+    grid = Grid.make(["sac.gin"], ["Pendulum-v1"], "0-2", steps=300)
+    manifest = write_manifest(tmp_path, grid)
+    assert manifest["grid"]["seeds"] == [0, 1, 2]
+    assert "git_commit" in manifest["code"] and manifest["packages"]["torch"]
+    again = write_manifest(tmp_path, grid)  # the same grid: accepted, recorded as a rerun
+    assert len(again["reruns"]) == 1
+    assert json.loads((tmp_path / "manifest.json").read_text()) == again
+    other = Grid.make(["sac.gin", "td3.gin"], ["Pendulum-v1"], "0-4", steps=300)
+    with pytest.raises(GridMismatchError) as err:
+        write_manifest(tmp_path, other)
+    message = str(err.value)
+    assert "configs: added ['td3.gin']" in message and "seeds: added [3, 4]" in message
+    with pytest.raises(GridMismatchError, match="steps: was 300, now 500"):
+        write_manifest(tmp_path, Grid.make(["sac.gin"], ["Pendulum-v1"], "0-2", steps=500))

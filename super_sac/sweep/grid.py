@@ -1,0 +1,274 @@
+"""The grid of a sweep: configs x envs x seeds expanded into trials, one run directory each at
+``<root>/<name>/<config stem>/<env>/seed_<k>``, the state of every trial (finished, interrupted,
+fresh) and the sweep's ``manifest.json`` (the grid, the code version, the package versions), which
+refuses a rerun of a different grid in the same folder."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import subprocess
+from collections.abc import Iterable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from super_sac.checkpoint import list_checkpoints
+from super_sac.utils import atomic_write_json
+
+MANIFEST = "manifest.json"
+SUMMARY = "summary.json"
+FINISHED, INTERRUPTED, FRESH = "finished", "interrupted", "fresh"
+PACKAGES = ("super_sac", "torch", "numpy", "gymnasium", "gin-config", "mujoco", "ray")
+
+
+class GridMismatchError(ValueError):
+    """The sweep folder already holds a manifest of a different grid."""
+
+
+def parse_seeds(text: str | int | Iterable[int]) -> list[int]:
+    """Seeds from ``"0-4"`` (inclusive range), ``"0,2,5"``, a mix (``"0-2,7"``), one integer or a
+    list of integers. :raises ValueError: for malformed, negative, empty or repeated seeds."""
+    if isinstance(text, int):
+        seeds = [text]
+    elif not isinstance(text, str):
+        seeds = [int(s) for s in text]
+    else:
+        seeds = []
+        for part in text.replace(" ", "").split(","):
+            if not part:
+                raise ValueError(f"seeds {text!r}: empty item (write e.g. '0-4' or '0,2,5')")
+            lo, dash, hi = part.partition("-")
+            try:
+                if dash:
+                    first, last = int(lo), int(hi)
+                    if last < first:
+                        raise ValueError
+                    seeds += range(first, last + 1)
+                else:
+                    seeds.append(int(part))
+            except ValueError:
+                raise ValueError(
+                    f"seeds {text!r}: cannot read {part!r} (write e.g. '0-4' or '0,2,5'; ranges "
+                    "are inclusive and go upwards)"
+                ) from None
+    if not seeds:
+        raise ValueError("no seeds given")
+    if any(s < 0 for s in seeds):
+        raise ValueError(f"seeds must be non-negative, got {seeds}")
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+    if repeated:
+        raise ValueError(f"seeds {text!r} repeat {repeated}")
+    return seeds
+
+
+def env_folder(env: str) -> str:
+    """The folder name of an env id (``ALE/Pong-v5`` -> ``ALE_Pong-v5``)."""
+    return env.replace("/", "_").replace(os.sep, "_")
+
+
+@dataclasses.dataclass(frozen=True)
+class Trial:
+    """One run of the grid: a config file, an env id and a seed, in its own run directory."""
+
+    config: str
+    env: str
+    seed: int
+    folder: Path
+
+    @property
+    def key(self) -> str:
+        """``<config stem>/<env>/seed_<k>``, the trial's folder relative to the sweep."""
+        return f"{Path(self.config).stem}/{env_folder(self.env)}/seed_{self.seed}"
+
+    def state(self) -> str:
+        """``finished`` (``summary.json`` written), ``interrupted`` (a checkpoint but no summary:
+        resume it with ``--resume <folder>``) or ``fresh`` (nothing to continue from; the folder
+        may hold the files of a run that died before its first checkpoint)."""
+        return trial_state(self.folder)
+
+
+def trial_state(folder: str | os.PathLike) -> str:
+    """:data:`FINISHED`, :data:`INTERRUPTED` or :data:`FRESH` (see :meth:`Trial.state`)."""
+    folder = Path(folder)
+    if (folder / SUMMARY).is_file():
+        return FINISHED
+    if list_checkpoints(folder):
+        return INTERRUPTED
+    return FRESH
+
+
+@dataclasses.dataclass(frozen=True)
+class Grid:
+    """What a sweep runs: every config on every env with every seed, and the shared options."""
+
+    configs: tuple[str, ...]
+    envs: tuple[str, ...]
+    seeds: tuple[int, ...]
+    steps: int | None = None
+    gin_bindings: tuple[str, ...] = ()
+    script: str | None = None
+
+    @classmethod
+    def make(
+        cls,
+        configs: Sequence[str],
+        envs: Sequence[str],
+        seeds: str | int | Iterable[int],
+        steps: int | None = None,
+        gin_bindings: Sequence[str] = (),
+        script: str | None = None,
+    ) -> Grid:
+        """Check and build a grid (``seeds`` as for :func:`parse_seeds`).
+
+        :raises ValueError: for an empty list, a repeated entry, or two configs (or envs) that
+            would share a folder.
+        """
+        if not configs or not envs:
+            raise ValueError("a sweep needs at least one config and one env")
+        for what, items, folder in (
+            ("configs", configs, lambda c: Path(c).stem),
+            ("envs", envs, env_folder),
+        ):
+            seen: dict[str, str] = {}
+            for item in items:
+                name = folder(item)
+                if name in seen:
+                    raise ValueError(
+                        f"{what} {seen[name]!r} and {item!r} would share the folder {name!r}"
+                        + (" (give the config files different names)" if what == "configs" else "")
+                    )
+                seen[name] = item
+        return cls(
+            tuple(str(c) for c in configs),
+            tuple(envs),
+            tuple(parse_seeds(seeds)),
+            steps,
+            tuple(gin_bindings),
+            script,
+        )
+
+    def trials(self, sweep_dir: str | os.PathLike) -> list[Trial]:
+        """The trials, config-major then env then seed, with their folders under ``sweep_dir``."""
+        root = Path(sweep_dir)
+        out = []
+        for config in self.configs:
+            for env in self.envs:
+                for seed in self.seeds:
+                    trial = Trial(config, env, seed, root)
+                    out.append(dataclasses.replace(trial, folder=root / trial.key))
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "configs": list(self.configs),
+            "envs": list(self.envs),
+            "seeds": list(self.seeds),
+            "steps": self.steps,
+            "gin_bindings": list(self.gin_bindings),
+            "script": self.script,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Grid:
+        return cls.make(
+            data["configs"],
+            data["envs"],
+            data["seeds"],
+            data.get("steps"),
+            data.get("gin_bindings", ()),
+            data.get("script"),
+        )
+
+
+# ------------------------------------------------------------------------------ manifest
+def code_version(where: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The git commit of the code (``None`` outside a git checkout or without git) and whether
+    the checkout had uncommitted changes."""
+    where = Path(where) if where is not None else Path(__file__).resolve().parent
+
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(
+                ["git", "-C", str(where), *args], capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"git_commit": commit, "git_dirty": bool(status) if commit else None}
+
+
+def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str | None]:
+    """Installed versions of ``names`` (``None`` where one is not installed), and Python's."""
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def grid_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Human-readable differences between two grids (``Grid.to_json`` form)."""
+    diffs = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        if isinstance(a, list) and isinstance(b, list):
+            gone = [x for x in a if x not in b]
+            added = [x for x in b if x not in a]
+            parts = [f"removed {gone}" if gone else "", f"added {added}" if added else ""]
+            detail = "; ".join(p for p in parts if p) or f"reordered: was {a}, now {b}"
+            diffs.append(f"{key}: {detail}")
+        else:
+            diffs.append(f"{key}: was {a!r}, now {b!r}")
+    return diffs
+
+
+def write_manifest(sweep_dir: str | os.PathLike, grid: Grid) -> dict[str, Any]:
+    """Create ``<sweep_dir>/manifest.json`` or check the one there.
+
+    A new manifest records the grid, the code version (:func:`code_version`), the package
+    versions and the creation time. A rerun with the same grid keeps it and appends the code
+    version of this run to ``reruns``, so a sweep finished with changed code shows it.
+
+    :raises GridMismatchError: when the folder holds a manifest of a different grid; the
+        message lists the differences.
+    :return: the manifest as written.
+    """
+    sweep_dir = Path(sweep_dir)
+    path = sweep_dir / MANIFEST
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    current = {"time": now, "code": code_version(), "packages": package_versions()}
+    if path.is_file():
+        manifest = json.loads(path.read_text())
+        diffs = grid_differences(manifest["grid"], grid.to_json())
+        if diffs:
+            raise GridMismatchError(
+                f"{sweep_dir} holds a sweep of a different grid (see {path}):\n  "
+                + "\n  ".join(diffs)
+                + "\nRun the same grid to finish that sweep, or choose another --name."
+            )
+        manifest.setdefault("reruns", []).append(current)
+    else:
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        manifest = {"grid": grid.to_json(), "created": now, **current}
+        del manifest["time"]
+    atomic_write_json(path, manifest)
+    return manifest
+
+
+def read_manifest(sweep_dir: str | os.PathLike) -> dict[str, Any]:
+    """The manifest of a sweep folder. :raises FileNotFoundError: when there is none."""
+    path = Path(sweep_dir) / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(f"{sweep_dir} has no {MANIFEST}; is it a sweep folder?")
+    return json.loads(path.read_text())
