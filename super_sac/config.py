@@ -290,6 +290,8 @@ class TrainConfig:
     base_save_path: str | os.PathLike[str] | None = None
     #: run name: the run directory is `<base_save_path>/<name>_<i>` for the first free i
     name: str = "ssac_run"
+    #: the exact run directory (created if missing, must hold no run yet); None: `<name>_<i>`
+    run_dir: str | os.PathLike[str] | None = None
     #: write weights and checkpoints to the run directory
     save_to_disk: bool = True
     #: save the agent's weights every this many steps

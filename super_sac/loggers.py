@@ -194,13 +194,40 @@ def resolve_resume_dir(
     return max(runs, key=lambda p: int(p.name[len(name) + 1 :]))
 
 
+def claim_run_dir(path: str | os.PathLike) -> Path:
+    """Create the exact run directory ``path`` (a sweep's trial folder) for a new run.
+
+    :raises FileExistsError: when it already holds a run (a ``summary.json``, a checkpoint or an
+        event file): resume that run with ``resume=path`` or choose another folder.
+    """
+    run_dir = Path(path)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise PermissionError(f"cannot create the run directory {run_dir} ({err})") from err
+    taken = [
+        p.name
+        for p in (run_dir / "summary.json", run_dir / "checkpoints", run_dir / "agent.pt")
+        if p.exists()
+    ] + [p.name for p in run_dir.glob("events.out.tfevents.*")]
+    if taken:
+        raise FileExistsError(
+            f"run_dir {run_dir} already holds a run ({', '.join(sorted(taken))}); resume it "
+            "(--resume / resume=...) or remove it first"
+        )
+    return run_dir
+
+
 def open_run_dir(cfg: TrainConfig, hparams: dict[str, Any], needed_bytes: int) -> Path | None:
-    """The run's directory: reopened when ``cfg.resume``, else a new ``<name>_<i>`` under
-    ``base_save_path`` (when anything is saved or logged). Checks that it can hold
+    """The run's directory: reopened when ``cfg.resume``, else ``cfg.run_dir`` when set
+    (:func:`claim_run_dir`), else a new ``<name>_<i>`` under ``base_save_path`` (when anything is
+    saved or logged). Checks that it can hold
     ``needed_bytes`` of checkpoints and writes ``config.gin`` (the operative gin config) and
     ``hparams.json``. :return: ``None`` when the run writes nothing."""
     if cfg.resume:
         run_dir = resolve_resume_dir(cfg.resume, cfg.base_save_path, cfg.name)
+    elif cfg.run_dir is not None and (cfg.save_to_disk or cfg.log_to_disk):
+        run_dir = claim_run_dir(cfg.run_dir)
     elif cfg.save_to_disk or cfg.log_to_disk:
         run_dir = make_run_dir(
             cfg.base_save_path or os.environ.get("SSAC_SAVE", "./saves"), cfg.name

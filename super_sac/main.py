@@ -499,6 +499,7 @@ def super_sac(
     wandb_project: str | None = None,
     base_save_path: str | None = None,
     name: str = "ssac_run",
+    run_dir: str | None = None,
     save_to_disk: bool = True,
     log_to_disk: bool = True,
     log_interval: int = 1_000,

@@ -181,3 +181,49 @@ def test_manifest_refuses_a_different_grid(tmp_path):
     assert "configs: added ['td3.gin']" in message and "seeds: added [3, 4]" in message
     with pytest.raises(GridMismatchError, match="steps: was 300, now 500"):
         write_manifest(tmp_path, Grid.make(["sac.gin"], ["Pendulum-v1"], "0-2", steps=500))
+
+
+# ----------------------------------------------------------------------------- local backend
+SMALL = [
+    "Agent.hidden_size = 32",
+    "ReplayBuffer.size = 5000",
+    "super_sac.batch_size = 32",
+    "super_sac.random_warmup_steps = 50",
+    "super_sac.eval_interval = 50",
+    "super_sac.eval_episodes = 1",
+    "super_sac.log_interval = 50",
+    "super_sac.checkpoint_interval = 50",
+    "super_sac.verbosity = 0",
+    "super_sac.max_episode_steps = 50",
+    "super_sac.logging_method = 'none'",
+]
+
+
+def test_local_sweep_skips_finished_trials_and_resumes_interrupted_ones(tmp_path):
+    import io
+    import json
+
+    from super_sac.sweep.grid import FINISHED, INTERRUPTED, Grid
+    from super_sac.sweep.local import run_local
+
+    root = Path(__file__).resolve().parents[1]
+    script = root / "experiments" / "gym" / "train_gym.py"
+    grid = Grid.make(["sac.gin"], ["Pendulum-v1"], "0-1", steps=150, gin_bindings=SMALL)
+    out = io.StringIO()
+    results = run_local(grid, tmp_path / "study", workers=2, script=script, out=out)
+    assert [r.status for r in results] == ["finished", "finished"], out.getvalue()
+    for trial in grid.trials(tmp_path / "study"):
+        assert trial.state() == FINISHED
+        rows = _read_csv(trial.folder / "evaluations.csv")
+        assert [int(r["env_steps"]) for r in rows] == [50, 100, 150]
+        assert json.loads((trial.folder / "hparams.json").read_text())["seed"] == trial.seed
+    assert "[2/2 done, 0 running, 0 failed]" in out.getvalue()
+
+    # the first trial lost its summary (killed after its last checkpoint): it resumes
+    first = grid.trials(tmp_path / "study")[0]
+    (first.folder / "summary.json").unlink()
+    assert first.state() == INTERRUPTED
+    results = run_local(grid, tmp_path / "study", workers=2, script=script, out=io.StringIO())
+    assert [(r.status, r.resumed) for r in results] == [("finished", True), ("skipped", False)]
+    assert "--resume" in (first.folder / "sweep.log").read_text()
+    assert first.state() == FINISHED

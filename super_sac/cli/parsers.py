@@ -76,6 +76,12 @@ def add_common_args(p: argparse.ArgumentParser, default_config: str) -> None:
     """
     p.add_argument("--config", default=default_config, help="gin file (bare names resolve here)")
     p.add_argument("--name", default=None, help="run name (default: <config>_<env or game>)")
+    p.add_argument(
+        "--run_dir",
+        default=None,
+        help="the exact run directory (default: <SSAC_SAVE>/<name>_<i>); it must not hold a "
+        "run yet (a sweep gives each trial its folder this way)",
+    )
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--steps", type=int, default=None, help="override super_sac.num_steps_online")
     p.add_argument(

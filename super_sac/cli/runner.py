@@ -229,6 +229,8 @@ def run(
             "args": {k: v for k, v in vars(args).items() if k != "resume"},
         },
     }
+    if getattr(args, "run_dir", None) and not args.resume:
+        overrides["run_dir"] = args.run_dir
     if args.logging is not None:
         overrides["logging_method"] = args.logging
     if args.max_episode_steps is not None:
