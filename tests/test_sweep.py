@@ -227,3 +227,14 @@ def test_local_sweep_skips_finished_trials_and_resumes_interrupted_ones(tmp_path
     assert [(r.status, r.resumed) for r in results] == [("finished", True), ("skipped", False)]
     assert "--resume" in (first.folder / "sweep.log").read_text()
     assert first.state() == FINISHED
+
+    # the report: tables and curves from the evaluations.csv files
+    from super_sac.sweep.report import write_report
+
+    files = write_report(tmp_path / "study")
+    table = files["markdown"].read_text()
+    assert "| sac | Pendulum-v1 | 2 |" in table
+    report = json.loads(files["json"].read_text())
+    (row,) = report["rows"]
+    assert row["final"]["n"] == 2 and row["auc"]["iqm"]["ci_low"] <= row["auc"]["iqm"]["ci_high"]
+    assert files["png"].read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,84 @@
+"""Run a grid of training runs (configs x envs x seeds) and report it.
+
+    python experiments/sweep.py run --root sweeps --name pendulum --configs sac.gin td3.gin \
+        --envs Pendulum-v1 --seeds 0-4 --steps 20000 --workers 2
+    python experiments/sweep.py report sweeps/pendulum
+
+Each trial is a normal run directory, sweeps/pendulum/<config>/<env>/seed_<k>. Running the same
+command again finishes the grid: finished trials are skipped, interrupted ones resume from their
+newest checkpoint. A different grid in the same folder is refused. Only the local backend (a pool
+of worker processes on this machine) exists so far.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from super_sac.sweep.grid import Grid
+from super_sac.sweep.local import run_local
+from super_sac.sweep.report import write_report
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run (or finish) a grid of trials")
+    run.add_argument("--root", required=True, help="folder of the sweeps")
+    run.add_argument("--name", required=True, help="the sweep's folder under --root")
+    run.add_argument("--configs", nargs="+", required=True, help="gin files")
+    run.add_argument("--envs", nargs="+", required=True, help="gymnasium env ids")
+    run.add_argument("--seeds", default="0-4", help="'0-4' (inclusive) or '0,2,5'")
+    run.add_argument("--steps", type=int, default=None, help="super_sac.num_steps_online")
+    run.add_argument("--gin_bindings", action="append", default=[], help="repeatable")
+    run.add_argument(
+        "--script", default=None, help="training script (default: experiments/gym/train_gym.py)"
+    )
+    run.add_argument("--backend", choices=["local"], default="local")
+    run.add_argument("--workers", type=int, default=1, help="trials at a time")
+    run.add_argument("--cpus_per_trial", type=int, default=1, help="torch threads per trial")
+    run.add_argument("--max_failures", type=int, default=0, help="retries of a failed trial")
+    run.add_argument("--no_report", action="store_true", help="skip the report at the end")
+    report = sub.add_parser("report", help="tables and learning curves of a sweep folder")
+    report.add_argument("sweep_dir")
+    report.add_argument("--metric", default="eval_return", help="eval_return | eval_length")
+    report.add_argument("--no_plot", action="store_true", help="tables only")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "run":
+        grid = Grid.make(
+            args.configs, args.envs, args.seeds, args.steps, args.gin_bindings, args.script
+        )
+        sweep_dir = Path(args.root) / args.name
+        results = run_local(
+            grid,
+            sweep_dir,
+            workers=args.workers,
+            script=args.script or ROOT / "experiments" / "gym" / "train_gym.py",
+            max_failures=args.max_failures,
+            threads=args.cpus_per_trial,
+        )
+        failed = [r for r in results if r.status == "failed"]
+        for r in failed:
+            print(f"FAILED {r.trial.key}: {r.error}", file=sys.stderr)
+        if not args.no_report:
+            files = write_report(sweep_dir)
+            print(f"report: {', '.join(str(f) for f in files.values())}")
+        return 1 if failed else 0
+    files = write_report(args.sweep_dir, args.metric, plot=not args.no_plot)
+    print(Path(files["markdown"]).read_text())
+    print(f"report: {', '.join(str(f) for f in files.values())}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except (ValueError, FileNotFoundError) as err:
+        sys.exit(f"error: {err}")

@@ -1,0 +1,171 @@
+"""The report of a sweep: per (config, env) scores over seeds (the final evaluation and the area
+under the learning curve) with mean, median and IQM and 95% stratified bootstrap intervals, as a
+Markdown and a JSON table, and PNG learning curves (one panel per env, one line per config)."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from super_sac.reporting import EVAL_CSV
+from super_sac.sweep.grid import FINISHED, Grid, read_manifest
+from super_sac.sweep.stats import area_under_curve, iqm, stratified_bootstrap_ci
+from super_sac.utils import atomic_write_json, atomic_write_text
+
+METRICS = {"eval_return": "return_mean", "eval_length": "length_mean"}
+STATISTICS = {"mean": np.mean, "median": np.median, "iqm": iqm}
+
+
+def read_curve(run_dir: str | os.PathLike, column: str = "return_mean") -> tuple[np.ndarray, ...]:
+    """``(env_steps, values)`` of a run's ``evaluations.csv`` (empty arrays without one)."""
+    path = Path(run_dir) / EVAL_CSV
+    if not path.is_file():
+        return np.zeros(0), np.zeros(0)
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    steps = np.array([float(r["env_steps"]) for r in rows])
+    values = np.array([float(r[column]) for r in rows])
+    return steps, values
+
+
+def _summarise(values: list[float], seed: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"n": len(values)}
+    for name, fn in STATISTICS.items():
+        point, low, high = stratified_bootstrap_ci({"runs": values}, fn, seed=seed)
+        out[name] = {"value": point, "ci_low": low, "ci_high": high}
+    return out
+
+
+def collect(sweep_dir: str | os.PathLike, metric: str = "eval_return") -> dict[str, Any]:
+    """The curves and scores of every finished trial, grouped by config and env."""
+    column = METRICS.get(metric, metric)
+    grid = Grid.from_json(read_manifest(sweep_dir)["grid"])
+    curves: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
+    missing = []
+    for trial in grid.trials(sweep_dir):
+        steps, values = read_curve(trial.folder, column)
+        if trial.state() != FINISHED or steps.size == 0:
+            missing.append(trial.key)
+            continue
+        curves[(Path(trial.config).stem, trial.env)].append((steps, values))
+    return {"grid": grid, "curves": curves, "missing": missing, "column": column}
+
+
+def build_report(
+    sweep_dir: str | os.PathLike, metric: str = "eval_return", seed: int = 0
+) -> dict[str, Any]:
+    """Per (config, env): the final score and the area under the curve over seeds, each with
+    mean, median and IQM and a 95% bootstrap interval."""
+    data = collect(sweep_dir, metric)
+    rows = []
+    for (config, env), runs in sorted(data["curves"].items()):
+        finals = [float(v[-1]) for _, v in runs]
+        aucs = [area_under_curve(s, v) for s, v in runs]
+        rows.append(
+            {
+                "config": config,
+                "env": env,
+                "final": _summarise(finals, seed),
+                "auc": _summarise(aucs, seed),
+            }
+        )
+    return {"metric": metric, "rows": rows, "unfinished_trials": data["missing"]}
+
+
+def markdown_table(report: dict[str, Any]) -> str:
+    def cell(s: dict[str, Any]) -> str:
+        return f"{s['value']:.1f} [{s['ci_low']:.1f}, {s['ci_high']:.1f}]"
+
+    lines = [
+        f"Metric: {report['metric']}; values with 95% bootstrap intervals over seeds.",
+        "",
+        "| config | env | seeds | final mean | final median | final IQM | AUC mean | AUC IQM |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in report["rows"]:
+        f, a = r["final"], r["auc"]
+        lines.append(
+            f"| {r['config']} | {r['env']} | {f['n']} | {cell(f['mean'])} | {cell(f['median'])} "
+            f"| {cell(f['iqm'])} | {cell(a['mean'])} | {cell(a['iqm'])} |"
+        )
+    if report["unfinished_trials"]:
+        lines += ["", f"Unfinished trials (left out): {', '.join(report['unfinished_trials'])}"]
+    return "\n".join(lines) + "\n"
+
+
+def _mean_band(runs: list[tuple[np.ndarray, np.ndarray]], seed: int, reps: int = 1000):
+    """Mean curve and a 95% bootstrap band over runs, on the union of their steps (each run
+    interpolated inside its own range)."""
+    steps = np.unique(np.concatenate([s for s, _ in runs]))
+    table = np.full((len(runs), steps.size), np.nan)
+    for i, (s, v) in enumerate(runs):
+        inside = (steps >= s[0]) & (steps <= s[-1])
+        table[i, inside] = np.interp(steps[inside], s, v)
+    rng = np.random.default_rng(seed)
+    mean, low, high = (np.full(steps.size, np.nan) for _ in range(3))
+    for j in range(steps.size):
+        col = table[:, j][~np.isnan(table[:, j])]
+        if col.size == 0:
+            continue
+        boot = col[rng.integers(0, col.size, size=(reps, col.size))].mean(axis=1)
+        mean[j] = col.mean()
+        low[j], high[j] = np.percentile(boot, [2.5, 97.5])
+    return steps, mean, low, high
+
+
+def plot_curves(sweep_dir: str | os.PathLike, path: str | os.PathLike, metric="eval_return"):
+    """PNG learning curves: one panel per env, per config the mean over seeds with its 95%
+    bootstrap band. :return: the file written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    data = collect(sweep_dir, metric)
+    envs = list(data["grid"].envs)
+    cols = min(len(envs), 3)
+    rows = math.ceil(len(envs) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+    for k, env in enumerate(envs):
+        ax = axes[k // cols][k % cols]
+        for config in data["grid"].configs:
+            runs = data["curves"].get((Path(config).stem, env))
+            if not runs:
+                continue
+            steps, mean, low, high = _mean_band(runs, seed=0)
+            (line,) = ax.plot(steps, mean, label=f"{Path(config).stem} ({len(runs)} seeds)")
+            ax.fill_between(steps, low, high, alpha=0.25, color=line.get_color())
+        ax.set_title(env)
+        ax.set_xlabel("env steps")
+        ax.set_ylabel(metric)
+        ax.legend(fontsize="small")
+    for k in range(len(envs), rows * cols):
+        axes[k // cols][k % cols].axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
+def write_report(
+    sweep_dir: str | os.PathLike, metric: str = "eval_return", plot: bool = True
+) -> dict[str, Path]:
+    """Write ``report.md``, ``report.json`` and (with ``plot``) ``curves.png`` into the sweep
+    folder. :return: the files by kind."""
+    sweep_dir = Path(sweep_dir)
+    report = build_report(sweep_dir, metric)
+    files = {"markdown": sweep_dir / "report.md", "json": sweep_dir / "report.json"}
+    atomic_write_text(files["markdown"], markdown_table(report))
+    atomic_write_json(files["json"], report)
+    if plot:
+        files["png"] = plot_curves(sweep_dir, sweep_dir / "curves.png", metric)
+    return files
+
+
+__all__ = ["build_report", "markdown_table", "plot_curves", "read_curve", "write_report"]
