@@ -81,7 +81,7 @@ class Progress:
         eta = ""
         if self.ran:
             per = (time.monotonic() - self.start) / self.ran
-            eta = f", ETA {per * left / max(self.running, 1):.0f}s" if left else ""
+            eta = f", ETA {per * left:.0f}s" if left else ""  # wall time per trial so far
         return f"[{self.done}/{self.total} done, {self.running} running, {self.failed} failed{eta}]"
 
     def started(self) -> None:
