@@ -13,6 +13,7 @@ of worker processes on this machine) exists so far.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -78,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # SIGTERM (a scheduler, kill) unwinds like Ctrl-C, so the running trials are stopped too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         sys.exit(main())
     except (ValueError, FileNotFoundError) as err:

@@ -238,3 +238,48 @@ def test_local_sweep_skips_finished_trials_and_resumes_interrupted_ones(tmp_path
     (row,) = report["rows"]
     assert row["final"]["n"] == 2 and row["auc"]["iqm"]["ci_low"] <= row["auc"]["iqm"]["ci_high"]
     assert files["png"].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_killed_sweep_resumes_its_interrupted_trial_when_run_again(tmp_path):
+    import os
+    import time
+
+    from super_sac.checkpoint import list_checkpoints
+    from super_sac.sweep.grid import FINISHED, INTERRUPTED, Grid
+
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, str(root / "experiments" / "sweep.py"), "run", "--root", str(tmp_path)]
+    cmd += ["--name", "s", "--configs", "sac.gin", "--envs", "Pendulum-v1", "--seeds", "0-1"]
+    cmd += ["--steps", "600", "--workers", "1", "--no_report"]
+    for binding in SMALL:
+        cmd += ["--gin_bindings", binding]
+    first, second = Grid.make(["sac.gin"], ["Pendulum-v1"], "0-1").trials(tmp_path / "s")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    # stop the sweep once the first trial has checkpointed at least twice, before it ends
+    while time.monotonic() < deadline and proc.poll() is None:
+        done = first.state() == FINISHED
+        if done or len(list_checkpoints(first.folder)) >= 2:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None and first.state() == INTERRUPTED, proc.communicate()[0]
+    os.kill(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=60)
+    assert first.state() == INTERRUPTED and second.state() != FINISHED
+    # the evaluations up to the newest checkpoint, with their wall times: a resumed run keeps
+    # them as they are (from the checkpoint), a restarted one would write new ones
+    newest = int(list_checkpoints(first.folder)[0].name.removeprefix("ckpt_"))
+    before = [
+        r for r in _read_csv(first.folder / "evaluations.csv") if int(r["env_steps"]) <= newest
+    ]
+    assert before
+    rerun = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert first.state() == second.state() == FINISHED
+    log = (first.folder / "sweep.log").read_text()
+    assert "# attempt 1:" in log and "--resume" in log.split("# attempt 1:")[-1], log
+    after = _read_csv(first.folder / "evaluations.csv")
+    assert after[: len(before)] == before
+    steps = [int(r["env_steps"]) for r in after]
+    assert steps == list(range(50, 601, 50))  # every evaluation once, none duplicated
+    assert "sac/Pendulum-v1/seed_0: finished (resumed, 1 attempt(s)" in rerun.stdout

@@ -19,6 +19,27 @@ DEFAULT_SCRIPT = "experiments/gym/train_gym.py"
 TRIAL_LOG = "sweep.log"  # each attempt's output, appended, inside the trial folder
 
 
+_LIVE: set[subprocess.Popen] = set()  # the trial processes running now
+_LIVE_LOCK = threading.Lock()
+
+
+def stop_trials(grace: float = 10.0) -> None:
+    """Terminate the running trial processes (SIGTERM, then SIGKILL after ``grace`` seconds);
+    they resume from their checkpoints on the next run of the sweep."""
+    with _LIVE_LOCK:
+        procs = list(_LIVE)
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 @dataclasses.dataclass
 class TrialResult:
     trial: Trial
@@ -134,7 +155,14 @@ def run_trial(
         with open(trial.folder / TRIAL_LOG, "a") as log:
             log.write(f"# attempt {result.attempts}: {' '.join(argv)}\n")
             log.flush()
-            proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+            with _LIVE_LOCK:
+                _LIVE.add(proc)
+            try:
+                proc.wait()
+            finally:
+                with _LIVE_LOCK:
+                    _LIVE.discard(proc)
         if proc.returncode == 0 and trial.state() == FINISHED:
             result.status, result.error = "finished", None
             break
@@ -174,6 +202,19 @@ def run_local(
         results[i] = run_trial(grid, trials[i], script, max_failures, threads, python)
         progress.finished(results[i])
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        list(pool.map(work, todo))
+    stopping = threading.Event()
+
+    def guarded(i: int) -> None:
+        if not stopping.is_set():
+            work(i)
+
+    pool = ThreadPoolExecutor(max_workers=max(1, workers))
+    try:
+        list(pool.map(guarded, todo))
+    except BaseException:  # Ctrl-C, SIGTERM (as SystemExit): stop the trials, don't orphan them
+        stopping.set()
+        stop_trials()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return [r for r in results if r is not None]
