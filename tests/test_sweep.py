@@ -283,3 +283,72 @@ def test_a_killed_sweep_resumes_its_interrupted_trial_when_run_again(tmp_path):
     steps = [int(r["env_steps"]) for r in after]
     assert steps == list(range(50, 601, 50))  # every evaluation once, none duplicated
     assert "sac/Pendulum-v1/seed_0: finished (resumed, 1 attempt(s)" in rerun.stdout
+
+
+FAKE_SCRIPT = """
+import json, sys
+from pathlib import Path
+argv = sys.argv[1:]
+folder = Path(argv[argv.index("--run_dir") + 1])
+seed = int(argv[argv.index("--seed") + 1])
+marker = folder.parent / f"failed_once_{seed}"
+if seed == 1 and not marker.exists():  # the first attempt of seed 1 crashes
+    marker.write_text("")
+    sys.exit("injected failure")
+rows = ["env_steps,phase,phase_step,return_mean,return_std,return_min,return_max,length_mean,"
+        "wall_seconds"]
+rows += [f"{s},online,{s},{s * (seed + 1)},0,0,0,1,0" for s in (10, 20, 30)]
+(folder / "evaluations.csv").write_text("\\n".join(rows) + "\\n")
+(folder / "summary.json").write_text(json.dumps({"env_steps": 30}))
+"""
+
+
+def test_failed_trials_are_retried_up_to_max_failures(tmp_path):
+    import io
+
+    from super_sac.sweep.grid import Grid
+    from super_sac.sweep.local import run_local
+
+    script = tmp_path / "fake_train.py"
+    script.write_text(FAKE_SCRIPT)
+    grid = Grid.make(["sac.gin"], ["Pendulum-v1"], "0-1")
+    out = io.StringIO()
+    results = run_local(grid, tmp_path / "a", workers=2, script=script, out=out)
+    assert [r.status for r in results] == ["finished", "failed"]
+    assert "injected failure" in (results[1].trial.folder / "sweep.log").read_text()
+    assert "seed_1: failed: exit code 1" in out.getvalue()
+    (tmp_path / "a" / "sac" / "Pendulum-v1" / "failed_once_1").unlink()
+    results = run_local(grid, tmp_path / "a", script=script, max_failures=1, out=io.StringIO())
+    assert [(r.status, r.attempts) for r in results] == [("skipped", 0), ("finished", 2)]
+
+
+def test_report_of_hand_made_curves(tmp_path):
+    import json
+
+    from super_sac.sweep.grid import Grid, write_manifest
+    from super_sac.sweep.report import build_report, write_report
+
+    script = tmp_path / "fake_train.py"
+    script.write_text(FAKE_SCRIPT.replace("seed == 1 and", "False and"))
+    grid = Grid.make(["sac.gin", "td3.gin"], ["Pendulum-v1", "MountainCarContinuous-v0"], "0-3")
+    write_manifest(tmp_path / "s", grid)
+    for trial in grid.trials(tmp_path / "s")[:-1]:  # the last trial never ran
+        trial.folder.mkdir(parents=True)
+        argv = ["--run_dir", str(trial.folder), "--seed", str(trial.seed)]
+        subprocess.run([sys.executable, str(script), *argv], check=True)
+    report = build_report(tmp_path / "s")
+    assert report["unfinished_trials"] == ["td3/MountainCarContinuous-v0/seed_3"]
+    rows = {(r["config"], r["env"]): r for r in report["rows"]}
+    sac = rows[("sac", "Pendulum-v1")]
+    # final returns 30 * (seed + 1) = 30, 60, 90, 120; AUC = mean height = 20 * (seed + 1)
+    assert sac["final"]["n"] == 4
+    assert sac["final"]["mean"]["value"] == pytest.approx(75.0)
+    assert sac["final"]["iqm"]["value"] == pytest.approx(75.0)  # (60 + 90) / 2
+    assert sac["auc"]["median"]["value"] == pytest.approx(50.0)
+    ci = sac["final"]["mean"]
+    assert 30 <= ci["ci_low"] < 75 < ci["ci_high"] <= 120
+    assert rows[("td3", "MountainCarContinuous-v0")]["final"]["n"] == 3
+    files = write_report(tmp_path / "s")
+    assert "td3/MountainCarContinuous-v0/seed_3" in files["markdown"].read_text()
+    assert json.loads(files["json"].read_text()) == json.loads(json.dumps(report))
+    assert files["png"].stat().st_size > 1000
