@@ -352,3 +352,9 @@ def test_report_of_hand_made_curves(tmp_path):
     assert "td3/MountainCarContinuous-v0/seed_3" in files["markdown"].read_text()
     assert json.loads(files["json"].read_text()) == json.loads(json.dumps(report))
     assert files["png"].stat().st_size > 1000
+    # experiments/plot.py draws a few runs
+    runs = [str(t.folder) for t in grid.trials(tmp_path / "s")[:2]]
+    plot = Path(__file__).resolve().parents[1] / "experiments" / "plot.py"
+    out = tmp_path / "two.png"
+    proc = subprocess.run([sys.executable, str(plot), *runs, "--out", str(out)], text=True)
+    assert proc.returncode == 0 and out.read_bytes()[:4] == b"\x89PNG"

@@ -153,6 +153,31 @@ def plot_curves(sweep_dir: str | os.PathLike, path: str | os.PathLike, metric="e
     return Path(path)
 
 
+def plot_runs(
+    run_dirs: list[str | os.PathLike], path: str | os.PathLike, column: str = "return_mean"
+) -> Path:
+    """One panel with the ``column`` curve of each run in ``run_dirs`` (their
+    ``evaluations.csv``). :raises FileNotFoundError: for a run without evaluations."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for run_dir in run_dirs:
+        steps, values = read_curve(run_dir, column)
+        if steps.size == 0:
+            raise FileNotFoundError(f"{run_dir} has no {EVAL_CSV} (or no evaluation yet)")
+        ax.plot(steps, values, marker="." if steps.size < 30 else None, label=Path(run_dir).name)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel(column)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return Path(path)
+
+
 def write_report(
     sweep_dir: str | os.PathLike, metric: str = "eval_return", plot: bool = True
 ) -> dict[str, Path]:
@@ -168,4 +193,11 @@ def write_report(
     return files
 
 
-__all__ = ["build_report", "markdown_table", "plot_curves", "read_curve", "write_report"]
+__all__ = [
+    "build_report",
+    "markdown_table",
+    "plot_curves",
+    "plot_runs",
+    "read_curve",
+    "write_report",
+]
