@@ -19,7 +19,7 @@ from pathlib import Path
 
 from super_sac.sweep.grid import Grid
 from super_sac.sweep.local import run_local
-from super_sac.sweep.report import write_report
+from super_sac.sweep.report import parse_references, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,6 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("sweep_dir")
     report.add_argument("--metric", default="eval_return", help="eval_return | eval_length")
     report.add_argument("--no_plot", action="store_true", help="tables only")
+    report.add_argument(
+        "--reference",
+        action="append",
+        default=[],
+        metavar="ENV=LOW:HIGH",
+        help="scores that normalise ENV to 0 (LOW) and 1 (HIGH), e.g. random and expert; "
+        "adds an aggregate over the envs that have one (repeatable)",
+    )
     return p
 
 
@@ -72,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             files = write_report(sweep_dir)
             print(f"report: {', '.join(str(f) for f in files.values())}")
         return 1 if failed else 0
-    files = write_report(args.sweep_dir, args.metric, plot=not args.no_plot)
+    references = parse_references(args.reference)
+    files = write_report(args.sweep_dir, args.metric, not args.no_plot, references)
     print(Path(files["markdown"]).read_text())
     print(f"report: {', '.join(str(f) for f in files.values())}")
     return 0

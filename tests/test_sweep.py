@@ -352,6 +352,17 @@ def test_report_of_hand_made_curves(tmp_path):
     assert "td3/MountainCarContinuous-v0/seed_3" in files["markdown"].read_text()
     assert json.loads(files["json"].read_text()) == json.loads(json.dumps(report))
     assert files["png"].stat().st_size > 1000
+    # normalised aggregate over envs: Pendulum with low 0, high 120 -> finals 0.25 .. 1.0
+    report = build_report(tmp_path / "s", references={"Pendulum-v1": (0.0, 120.0)})
+    agg_sac, _ = report["normalised_aggregate"]
+    assert agg_sac["envs"] == ["Pendulum-v1"]
+    assert agg_sac["final"]["mean"]["value"] == pytest.approx(75 / 120)
+    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
+    cmd += ["report", str(tmp_path / "s"), "--no_plot"]
+    cmd += ["--reference", "Pendulum-v1=0:120", "--reference", "MountainCarContinuous-v0=0:60"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "| sac | MountainCarContinuous-v0, Pendulum-v1 | " in proc.stdout
     # experiments/plot.py draws a few runs
     runs = [str(t.folder) for t in grid.trials(tmp_path / "s")[:2]]
     plot = Path(__file__).resolve().parents[1] / "experiments" / "plot.py"

@@ -57,11 +57,59 @@ def collect(sweep_dir: str | os.PathLike, metric: str = "eval_return") -> dict[s
     return {"grid": grid, "curves": curves, "missing": missing, "column": column}
 
 
+def parse_references(items: list[str]) -> dict[str, tuple[float, float]]:
+    """``ENV=LOW:HIGH`` items (e.g. a random and an expert score) as ``{env: (low, high)}``."""
+    out = {}
+    for item in items:
+        env, _, span = item.rpartition("=")
+        low, _, high = span.partition(":")
+        try:
+            out[env] = (float(low), float(high))
+        except ValueError:
+            raise ValueError(f"reference {item!r}: write ENV=LOW:HIGH") from None
+        if not env or out[env][0] == out[env][1]:
+            raise ValueError(f"reference {item!r}: needs an env and LOW != HIGH")
+    return out
+
+
+def _normalised_aggregate(
+    data: dict[str, Any], references: dict[str, tuple[float, float]], seed: int
+) -> list[dict[str, Any]]:
+    out = []
+    for config in data["grid"].configs:
+        stem = Path(config).stem
+        strata: dict[str, dict[str, list[float]]] = {"final": {}, "auc": {}}
+        for env, (low, high) in references.items():
+            runs = data["curves"].get((stem, env))
+            if not runs:
+                continue
+            strata["final"][env] = [(float(v[-1]) - low) / (high - low) for _, v in runs]
+            strata["auc"][env] = [(area_under_curve(s, v) - low) / (high - low) for s, v in runs]
+        if not strata["final"]:
+            continue
+        entry: dict[str, Any] = {"config": stem, "envs": sorted(strata["final"])}
+        for score, by_env in strata.items():
+            entry[score] = {}
+            for name, fn in STATISTICS.items():
+                point, low, high = stratified_bootstrap_ci(by_env, fn, seed=seed)
+                entry[score][name] = {"value": point, "ci_low": low, "ci_high": high}
+        out.append(entry)
+    return out
+
+
 def build_report(
-    sweep_dir: str | os.PathLike, metric: str = "eval_return", seed: int = 0
+    sweep_dir: str | os.PathLike,
+    metric: str = "eval_return",
+    seed: int = 0,
+    references: dict[str, tuple[float, float]] | None = None,
 ) -> dict[str, Any]:
     """Per (config, env): the final score and the area under the curve over seeds, each with
-    mean, median and IQM and a 95% bootstrap interval."""
+    mean, median and IQM and a 95% bootstrap interval.
+
+    With ``references`` (``{env: (low, high)}``, e.g. random and expert scores), also per config
+    an aggregate over the envs that have one: every run's score normalised to
+    ``(score - low) / (high - low)``, then mean, median and IQM over all those runs, with
+    intervals from a bootstrap stratified by env (runs resampled within each env)."""
     data = collect(sweep_dir, metric)
     rows = []
     for (config, env), runs in sorted(data["curves"].items()):
@@ -75,12 +123,18 @@ def build_report(
                 "auc": _summarise(aucs, seed),
             }
         )
-    return {"metric": metric, "rows": rows, "unfinished_trials": data["missing"]}
+    return {
+        "metric": metric,
+        "rows": rows,
+        "normalised_aggregate": _normalised_aggregate(data, references or {}, seed),
+        "references": {k: list(v) for k, v in (references or {}).items()},
+        "unfinished_trials": data["missing"],
+    }
 
 
 def markdown_table(report: dict[str, Any]) -> str:
-    def cell(s: dict[str, Any]) -> str:
-        return f"{s['value']:.1f} [{s['ci_low']:.1f}, {s['ci_high']:.1f}]"
+    def cell(s: dict[str, Any], digits: int = 1) -> str:
+        return f"{s['value']:.{digits}f} [{s['ci_low']:.{digits}f}, {s['ci_high']:.{digits}f}]"
 
     lines = [
         f"Metric: {report['metric']}; values with 95% bootstrap intervals over seeds.",
@@ -94,6 +148,20 @@ def markdown_table(report: dict[str, Any]) -> str:
             f"| {r['config']} | {r['env']} | {f['n']} | {cell(f['mean'])} | {cell(f['median'])} "
             f"| {cell(f['iqm'])} | {cell(a['mean'])} | {cell(a['iqm'])} |"
         )
+    if report.get("normalised_aggregate"):
+        lines += [
+            "",
+            "Aggregate over envs, normalised by the reference scores ((x - low) / (high - low)):",
+            "",
+            "| config | envs | final mean | final IQM | AUC mean | AUC IQM |",
+            "|---|---|---|---|---|---|",
+        ]
+        for r in report["normalised_aggregate"]:
+            f, a = r["final"], r["auc"]
+            lines.append(
+                f"| {r['config']} | {', '.join(r['envs'])} | {cell(f['mean'], 3)} | "
+                f"{cell(f['iqm'], 3)} | {cell(a['mean'], 3)} | {cell(a['iqm'], 3)} |"
+            )
     if report["unfinished_trials"]:
         lines += ["", f"Unfinished trials (left out): {', '.join(report['unfinished_trials'])}"]
     return "\n".join(lines) + "\n"
@@ -179,12 +247,15 @@ def plot_runs(
 
 
 def write_report(
-    sweep_dir: str | os.PathLike, metric: str = "eval_return", plot: bool = True
+    sweep_dir: str | os.PathLike,
+    metric: str = "eval_return",
+    plot: bool = True,
+    references: dict[str, tuple[float, float]] | None = None,
 ) -> dict[str, Path]:
     """Write ``report.md``, ``report.json`` and (with ``plot``) ``curves.png`` into the sweep
-    folder. :return: the files by kind."""
+    folder (``references`` as for :func:`build_report`). :return: the files by kind."""
     sweep_dir = Path(sweep_dir)
-    report = build_report(sweep_dir, metric)
+    report = build_report(sweep_dir, metric, references=references)
     files = {"markdown": sweep_dir / "report.md", "json": sweep_dir / "report.json"}
     atomic_write_text(files["markdown"], markdown_table(report))
     atomic_write_json(files["json"], report)
