@@ -369,3 +369,15 @@ def test_report_of_hand_made_curves(tmp_path):
     out = tmp_path / "two.png"
     proc = subprocess.run([sys.executable, str(plot), *runs, "--out", str(out)], text=True)
     assert proc.returncode == 0 and out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_run_dir_is_the_exact_run_folder_and_is_never_reused(tmp_path):
+    from super_sac.loggers import claim_run_dir
+
+    folder = tmp_path / "study" / "sac" / "Pendulum-v1" / "seed_0"
+    assert claim_run_dir(folder) == folder and folder.is_dir()
+    (folder / "sweep.log").write_text("an earlier attempt\n")  # files of no run are fine
+    assert claim_run_dir(folder) == folder
+    (folder / "checkpoints").mkdir()
+    with pytest.raises(FileExistsError, match="already holds a run"):
+        claim_run_dir(folder)
