@@ -92,5 +92,5 @@ if __name__ == "__main__":
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         sys.exit(main())
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError, RuntimeError) as err:
         sys.exit(f"error: {err}")

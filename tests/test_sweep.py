@@ -321,6 +321,13 @@ def test_failed_trials_are_retried_up_to_max_failures(tmp_path):
     results = run_local(grid, tmp_path / "a", script=script, max_failures=1, out=io.StringIO())
     assert [(r.status, r.attempts) for r in results] == [("skipped", 0), ("finished", 2)]
 
+    # a second sweep on a folder that one is running in stops at once
+    from super_sac.sweep.local import sweep_lock
+
+    with sweep_lock(tmp_path / "a"):
+        with pytest.raises(RuntimeError, match="another sweep is running"):
+            run_local(grid, tmp_path / "a", script=script, out=io.StringIO())
+
 
 def test_report_of_hand_made_curves(tmp_path):
     import json

@@ -4,14 +4,17 @@ checkpoint (``--resume <trial folder>``), failed ones are retried up to ``max_fa
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from super_sac.sweep.grid import FINISHED, INTERRUPTED, Grid, Trial, write_manifest
 
@@ -153,7 +156,7 @@ def run_trial(
         argv = [python, str(script), *trial_argv(grid, trial, threads)]
         result.attempts += 1
         with open(trial.folder / TRIAL_LOG, "a") as log:
-            log.write(f"# attempt {result.attempts}: {' '.join(argv)}\n")
+            log.write(f"# attempt {result.attempts}: {shlex.join(argv)}\n")
             log.flush()
             proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
             with _LIVE_LOCK:
@@ -171,6 +174,32 @@ def run_trial(
     return result
 
 
+@contextlib.contextmanager
+def sweep_lock(sweep_dir: str | os.PathLike):
+    """Hold ``<sweep_dir>/.sweep.lock`` (an advisory ``flock``) while a sweep runs there, so a
+    second sweep started on the same folder stops at once instead of running the same trials.
+    Where ``fcntl`` does not exist (Windows) nothing is locked.
+
+    :raises RuntimeError: when another process holds the lock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    Path(sweep_dir).mkdir(parents=True, exist_ok=True)
+    with open(Path(sweep_dir) / ".sweep.lock", "a+") as f:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RuntimeError(
+                f"another sweep is running in {sweep_dir}; wait for it or stop it first"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
 def run_local(
     grid: Grid,
     sweep_dir: str | os.PathLike,
@@ -186,6 +215,20 @@ def run_local(
     Checks (or writes) the sweep's manifest first, so a different grid in the same folder is
     refused before anything runs. :return: one result per trial, in grid order.
     """
+    with sweep_lock(sweep_dir):
+        return _run_local(grid, sweep_dir, workers, script, max_failures, threads, python, out)
+
+
+def _run_local(
+    grid: Grid,
+    sweep_dir: str | os.PathLike,
+    workers: int,
+    script: str | os.PathLike,
+    max_failures: int,
+    threads: int | None,
+    python: str,
+    out,
+) -> list[TrialResult]:
     write_manifest(sweep_dir, grid)
     trials = grid.trials(sweep_dir)
     results: list[TrialResult | None] = [None] * len(trials)
