@@ -208,23 +208,26 @@ def test_local_sweep_skips_finished_trials_and_resumes_interrupted_ones(tmp_path
 
     root = Path(__file__).resolve().parents[1]
     script = root / "experiments" / "gym" / "train_gym.py"
-    grid = Grid.make(["sac.gin"], ["Pendulum-v1"], "0-1", steps=150, gin_bindings=SMALL)
+    configs = ["sac.gin", "td3.gin"]
+    grid = Grid.make(configs, ["Pendulum-v1"], "0-1", steps=150, gin_bindings=SMALL)
     out = io.StringIO()
     results = run_local(grid, tmp_path / "study", workers=2, script=script, out=out)
-    assert [r.status for r in results] == ["finished", "finished"], out.getvalue()
+    assert [r.status for r in results] == ["finished"] * 4, out.getvalue()
     for trial in grid.trials(tmp_path / "study"):
         assert trial.state() == FINISHED
         rows = _read_csv(trial.folder / "evaluations.csv")
         assert [int(r["env_steps"]) for r in rows] == [50, 100, 150]
         assert json.loads((trial.folder / "hparams.json").read_text())["seed"] == trial.seed
-    assert "[2/2 done, 0 running, 0 failed]" in out.getvalue()
+    assert "[4/4 done, 0 running, 0 failed]" in out.getvalue()
 
     # the first trial lost its summary (killed after its last checkpoint): it resumes
     first = grid.trials(tmp_path / "study")[0]
     (first.folder / "summary.json").unlink()
     assert first.state() == INTERRUPTED
     results = run_local(grid, tmp_path / "study", workers=2, script=script, out=io.StringIO())
-    assert [(r.status, r.resumed) for r in results] == [("finished", True), ("skipped", False)]
+    assert [(r.status, r.resumed) for r in results] == [("finished", True)] + [
+        ("skipped", False)
+    ] * 3
     assert "--resume" in (first.folder / "sweep.log").read_text()
     assert first.state() == FINISHED
 
@@ -233,9 +236,9 @@ def test_local_sweep_skips_finished_trials_and_resumes_interrupted_ones(tmp_path
 
     files = write_report(tmp_path / "study")
     table = files["markdown"].read_text()
-    assert "| sac | Pendulum-v1 | 2 |" in table
+    assert "| sac | Pendulum-v1 | 2 |" in table and "| td3 | Pendulum-v1 | 2 |" in table
     report = json.loads(files["json"].read_text())
-    (row,) = report["rows"]
+    row, _ = report["rows"]
     assert row["final"]["n"] == 2 and row["auc"]["iqm"]["ci_low"] <= row["auc"]["iqm"]["ci_high"]
     assert files["png"].read_bytes()[:4] == b"\x89PNG"
 
