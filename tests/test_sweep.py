@@ -391,3 +391,14 @@ def test_run_dir_is_the_exact_run_folder_and_is_never_reused(tmp_path):
     (folder / "checkpoints").mkdir()
     with pytest.raises(FileExistsError, match="already holds a run"):
         claim_run_dir(folder)
+
+
+def test_curves_keep_the_online_evaluations_of_runs_with_offline_phases(tmp_path):
+    from super_sac.sweep.report import read_curve
+
+    header = ",".join(EVAL_CSV_COLUMNS)
+    rows = ["0,bc,100,1,0,0,0,1,0", "0,offline,200,2,0,0,0,1,0", "50,online,50,3,0,0,0,1,0"]
+    (tmp_path / "evaluations.csv").write_text("\n".join([header, *rows]) + "\n")
+    steps, values = read_curve(tmp_path)
+    assert steps.tolist() == [50.0] and values.tolist() == [3.0]
+    assert read_curve(tmp_path / "nowhere")[0].size == 0

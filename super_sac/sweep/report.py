@@ -23,12 +23,18 @@ STATISTICS = {"mean": np.mean, "median": np.median, "iqm": iqm}
 
 
 def read_curve(run_dir: str | os.PathLike, column: str = "return_mean") -> tuple[np.ndarray, ...]:
-    """``(env_steps, values)`` of a run's ``evaluations.csv`` (empty arrays without one)."""
+    """``(env_steps, values)`` of a run's ``evaluations.csv`` (empty arrays without one).
+
+    The evaluations of the behavioral-cloning and offline phases all sit at the env steps the
+    online phase starts from, so when a run has online evaluations only those make the curve.
+    """
     path = Path(run_dir) / EVAL_CSV
     if not path.is_file():
         return np.zeros(0), np.zeros(0)
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
+    if any(r["phase"] == "online" for r in rows):
+        rows = [r for r in rows if r["phase"] == "online"]
     steps = np.array([float(r["env_steps"]) for r in rows])
     values = np.array([float(r[column]) for r in rows])
     return steps, values
