@@ -6,8 +6,11 @@
 
 Each trial is a normal run directory, sweeps/pendulum/<config>/<env>/seed_<k>. Running the same
 command again finishes the grid: finished trials are skipped, interrupted ones resume from their
-newest checkpoint. A different grid in the same folder is refused. Only the local backend (a pool
-of worker processes on this machine) exists so far.
+newest checkpoint. A different grid in the same folder is refused. Backends: local (a pool of
+worker processes on this machine, the default) and ray (Ray Tune; pip install "super_sac[sweep]"):
+
+    python experiments/sweep.py run ... --backend ray --cpus 8          # a local Ray, 8 CPUs
+    python experiments/sweep.py run ... --backend ray --address auto    # a running Ray cluster
 """
 
 from __future__ import annotations
@@ -38,9 +41,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--script", default=None, help="training script (default: experiments/gym/train_gym.py)"
     )
-    run.add_argument("--backend", choices=["local"], default="local")
-    run.add_argument("--workers", type=int, default=1, help="trials at a time")
-    run.add_argument("--cpus_per_trial", type=int, default=1, help="torch threads per trial")
+    run.add_argument("--backend", choices=["local", "ray"], default="local")
+    run.add_argument("--workers", type=int, default=1, help="trials at a time (local backend)")
+    run.add_argument(
+        "--cpus_per_trial",
+        type=int,
+        default=1,
+        help="torch threads per trial; with ray also the CPUs Tune reserves for it",
+    )
+    run.add_argument("--gpus_per_trial", type=float, default=0, help="GPUs per trial (ray)")
+    run.add_argument(
+        "--address", default=None, help="ray: a running cluster ('auto'); default: a local Ray"
+    )
+    run.add_argument(
+        "--cpus", type=int, default=None, help="ray: CPUs of the local Ray (default: all)"
+    )
     run.add_argument("--max_failures", type=int, default=0, help="retries of a failed trial")
     run.add_argument("--no_report", action="store_true", help="skip the report at the end")
     report = sub.add_parser("report", help="tables and learning curves of a sweep folder")
@@ -65,14 +80,30 @@ def main(argv: list[str] | None = None) -> int:
             args.configs, args.envs, args.seeds, args.steps, args.gin_bindings, args.script
         )
         sweep_dir = Path(args.root) / args.name
-        results = run_local(
-            grid,
-            sweep_dir,
-            workers=args.workers,
-            script=args.script or ROOT / "experiments" / "gym" / "train_gym.py",
-            max_failures=args.max_failures,
-            threads=args.cpus_per_trial,
-        )
+        script = args.script or ROOT / "experiments" / "gym" / "train_gym.py"
+        if args.backend == "ray":
+            from super_sac.sweep.ray_backend import run_ray
+
+            results = run_ray(
+                grid,
+                sweep_dir,
+                script,
+                address=args.address,
+                num_cpus=args.cpus,
+                cpus_per_trial=args.cpus_per_trial,
+                gpus_per_trial=args.gpus_per_trial,
+                max_failures=args.max_failures,
+                threads=args.cpus_per_trial,
+            )
+        else:
+            results = run_local(
+                grid,
+                sweep_dir,
+                workers=args.workers,
+                script=script,
+                max_failures=args.max_failures,
+                threads=args.cpus_per_trial,
+            )
         failed = [r for r in results if r.status == "failed"]
         for r in failed:
             print(f"FAILED {r.trial.key}: {r.error}", file=sys.stderr)

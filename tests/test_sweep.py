@@ -402,3 +402,49 @@ def test_curves_keep_the_online_evaluations_of_runs_with_offline_phases(tmp_path
     steps, values = read_curve(tmp_path)
     assert steps.tolist() == [50.0] and values.tolist() == [3.0]
     assert read_curve(tmp_path / "nowhere")[0].size == 0
+
+
+# ----------------------------------------------------------------------------- ray backend
+FLAKY_SCRIPT = """
+import runpy, sys
+from pathlib import Path
+argv = sys.argv[1:]
+if "--seed" in argv and argv[argv.index("--seed") + 1] == "1":
+    marker = Path(argv[argv.index("--run_dir") + 1]).parent / "failed_once"
+    if not marker.exists():  # the first attempt of seed 1 crashes
+        marker.write_text("")
+        sys.exit("injected failure")
+sys.argv = [{train!r}, *argv]
+runpy.run_path({train!r}, run_name="__main__")
+"""
+
+
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("ray") is None,
+    reason='Ray is not installed (pip install "super_sac[sweep]")',
+)
+def test_ray_sweep_recovers_an_injected_trial_failure(tmp_path):
+    import io
+
+    from super_sac.sweep.grid import FINISHED, Grid
+    from super_sac.sweep.ray_backend import run_ray
+
+    root = Path(__file__).resolve().parents[1]
+    train = str(root / "experiments" / "gym" / "train_gym.py")
+    script = tmp_path / "flaky_train.py"
+    script.write_text(FLAKY_SCRIPT.format(train=train))
+    grid = Grid.make(["sac.gin"], ["Pendulum-v1"], "0-1", steps=150, gin_bindings=SMALL)
+    out = io.StringIO()
+    results = run_ray(grid, tmp_path / "study", script, num_cpus=2, max_failures=1, out=out)
+    assert [r.status for r in results] == ["finished", "finished"], out.getvalue()
+    first, second = grid.trials(tmp_path / "study")
+    assert "injected failure" in (second.folder / "sweep.log").read_text()
+    assert [r.attempts for r in results] == [1, 2]
+    for trial in (first, second):
+        assert trial.state() == FINISHED
+        rows = _read_csv(trial.folder / "evaluations.csv")
+        assert [int(r["env_steps"]) for r in rows] == [50, 100, 150]
+    assert not (tmp_path / "study" / ".ray").exists()
+    # run again: both trials are finished, nothing is handed to Ray
+    again = run_ray(grid, tmp_path / "study", script, num_cpus=2, out=io.StringIO())
+    assert [r.status for r in again] == ["skipped", "skipped"]
