@@ -23,7 +23,6 @@ import os
 import random
 import re
 import shutil
-import time
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from super_sac import reporting
 from super_sac.replay import ReplayBuffer
 
 if TYPE_CHECKING:
@@ -306,7 +306,7 @@ def capture_loop(trainer: Trainer) -> dict[str, Any]:
             "episodes": collector.pop("episodes"),
             "evaluations": trainer.evaluations,
             # the time trained up to now (earlier sessions plus this one), not at this start
-            "wall_seconds": trainer.wall_seconds + time.perf_counter() - trainer.session.time,
+            "wall_seconds": reporting.wall_clock(trainer),
             "best_return": trainer.best_return,
             "base_seed": trainer.base_seed,
         },

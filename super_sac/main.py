@@ -396,7 +396,6 @@ class Trainer:
         if self.cfg.verbosity > 0:
             reporting.print_settings(self)
         self.session = SessionStart(self.env_steps, self.critic_updates)
-        wall_before = self.wall_seconds
         try:
             self.run_phases()
             self.check_finite(params=True)
@@ -405,7 +404,7 @@ class Trainer:
                 self.write_checkpoint()
         finally:
             self.logger.close()
-        self.wall_seconds = wall_before + time.perf_counter() - self.session.time
+        self.wall_seconds = reporting.wall_clock(self)
         summary = self.summary()
         if self.run_dir is not None:
             atomic_write_json(self.run_dir / "summary.json", summary)

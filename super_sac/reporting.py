@@ -16,7 +16,7 @@ import numpy as np
 from super_sac.collector import episode_seed
 from super_sac.evaluation import evaluate_agent, save_best_metric
 from super_sac.utils import atomic_write_json, atomic_write_text
-from super_sac.video import write_video
+from super_sac.video import env_fps, write_video
 
 if TYPE_CHECKING:
     from super_sac.main import Trainer
@@ -209,7 +209,7 @@ def records_video(cfg: Any, evaluations: int) -> bool:
 def save_video(trainer: Trainer, frames: list[np.ndarray]) -> Path | None:
     """Write an evaluation's frames to ``<run_dir>/videos/eval_<log step>.mp4`` (``.gif`` without
     ffmpeg) and send them to the logger. :return: the file, or ``None`` without a run folder."""
-    fps = float(trainer.test_env.metadata.get("render_fps") or 30)
+    fps = env_fps(trainer.test_env)
     path = None
     if trainer.run_dir is not None:
         path = write_video(frames, trainer.run_dir / "videos" / f"eval_{trainer.log_step}", fps)

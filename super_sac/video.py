@@ -20,6 +20,7 @@ import numpy as np
 __all__ = [
     "VIDEO_EXTRA_HINT",
     "VideoDependencyError",
+    "env_fps",
     "gif_bytes",
     "render_frame",
     "video_format",
@@ -55,6 +56,11 @@ def require_encoder() -> str:
             f"recording evaluation videos needs an encoder: {VIDEO_EXTRA_HINT}"
         )
     return fmt
+
+
+def env_fps(env: Any, default: float = 30.0) -> float:
+    """The frame rate of ``env``'s renders (its ``metadata["render_fps"]``), else ``default``."""
+    return float(getattr(env, "metadata", {}).get("render_fps") or default)
 
 
 def render_frame(env: Any) -> np.ndarray:

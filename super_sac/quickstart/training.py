@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from super_sac.collector import Collector
 from super_sac.quickstart.persistence import default_run_path
-from super_sac.video import render_frame, require_encoder, write_video
+from super_sac.video import env_fps, render_frame, require_encoder, write_video
 from super_sac.wrappers import NormActionSpace, SimpleGymWrapper, VectorSimpleGymWrapper
 
 
@@ -73,7 +73,7 @@ class TrainingMixin:
                 frames.append(render_frame(env))
                 if terminated or truncated or (max_steps is not None and step >= max_steps):
                     break
-        fps = fps or float(env.metadata.get("render_fps") or 30)
+        fps = fps or env_fps(env)
         return write_video(frames, path, fps)
 
     # ------------------------------------------------------------------ collection
