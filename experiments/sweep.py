@@ -51,6 +51,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--gpus_per_trial", type=float, default=0, help="GPUs per trial (ray)")
     run.add_argument(
+        "--gpus",
+        default=None,
+        help="local: GPU ids the worker slots cycle through, e.g. '0,1' (CUDA_VISIBLE_DEVICES "
+        "per trial; --workers 4 --gpus 0,1 runs two trials on each GPU)",
+    )
+    run.add_argument(
+        "--progress_interval", type=float, default=60, help="seconds between status lines"
+    )
+    run.add_argument(
         "--address", default=None, help="ray: a running cluster ('auto'); default: a local Ray"
     )
     run.add_argument(
@@ -94,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                 gpus_per_trial=args.gpus_per_trial,
                 max_failures=args.max_failures,
                 threads=args.cpus_per_trial,
+                progress_interval=args.progress_interval,
             )
         else:
             results = run_local(
@@ -103,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                 script=script,
                 max_failures=args.max_failures,
                 threads=args.cpus_per_trial,
+                devices=args.gpus.split(",") if args.gpus else None,
+                progress_interval=args.progress_interval,
             )
         failed = [r for r in results if r.status == "failed"]
         for r in failed:

@@ -218,7 +218,7 @@ def test_local_sweep_skips_finished_trials_and_resumes_interrupted_ones(tmp_path
         rows = _read_csv(trial.folder / "evaluations.csv")
         assert [int(r["env_steps"]) for r in rows] == [50, 100, 150]
         assert json.loads((trial.folder / "hparams.json").read_text())["seed"] == trial.seed
-    assert "[4/4 done, 0 running, 0 failed]" in out.getvalue()
+    assert "[####################] 4/4 done, 0 running, 0 failed\n" in out.getvalue()
 
     # the first trial lost its summary (killed after its last checkpoint): it resumes
     first = grid.trials(tmp_path / "study")[0]
@@ -448,3 +448,129 @@ def test_ray_sweep_recovers_an_injected_trial_failure(tmp_path):
     # run again: both trials are finished, nothing is handed to Ray
     again = run_ray(grid, tmp_path / "study", script, num_cpus=2, out=io.StringIO())
     assert [r.status for r in again] == ["skipped", "skipped"]
+
+
+def test_manifest_refuses_a_config_file_whose_contents_changed(tmp_path):
+    from super_sac.sweep.grid import Grid, GridMismatchError, config_digests, write_manifest
+
+    config = tmp_path / "mine.gin"
+    config.write_text("super_sac.batch_size = 64\n")
+    grid = Grid.make([str(config)], ["Pendulum-v1"], "0")
+    manifest = write_manifest(tmp_path / "s", grid)
+    import hashlib
+
+    assert manifest["config_sha256"] == {
+        str(config): hashlib.sha256(config.read_bytes()).hexdigest()
+    }
+    write_manifest(tmp_path / "s", grid)  # unchanged: a rerun
+    config.write_text("super_sac.batch_size = 128\n")
+    with pytest.raises(GridMismatchError, match="mine.gin: its contents changed"):
+        write_manifest(tmp_path / "s", grid)
+    # a bare name is the file next to the training script, as the scripts look it up
+    script = Path(__file__).resolve().parents[1] / "experiments" / "gym" / "train_gym.py"
+    bare = Grid.make(["sac.gin", "no_such.gin"], ["Pendulum-v1"], "0")
+    digests = config_digests(bare, script)
+    expected = hashlib.sha256((script.parent / "sac.gin").read_bytes()).hexdigest()
+    assert digests == {"sac.gin": expected, "no_such.gin": None}
+
+
+def test_progress_counts_running_trials_by_their_newest_evaluation(tmp_path):
+    import io
+
+    from super_sac.sweep.grid import Grid
+    from super_sac.sweep.local import Progress, TrialResult, trial_fraction
+
+    grid = Grid.make(["sac.gin"], ["Pendulum-v1"], "0-3", steps=200)
+    trials = grid.trials(tmp_path)
+    running = trials[1]
+    running.folder.mkdir(parents=True)
+    header = "env_steps,phase,phase_step,return_mean\n"
+    (running.folder / "evaluations.csv").write_text(header + "50,online,50,-1\n100,online,100,-1\n")
+    assert trial_fraction(running, 200) == 0.5
+    assert trial_fraction(running, None) == 0.0
+    assert trial_fraction(trials[2], 200) == 0.0  # no evaluation yet
+    out = io.StringIO()
+    progress = Progress(4, already=1, out=out, steps=200, interval=0)
+    progress.started(running)
+    # 1 done + half of one running = 1.5 of 4 trials: 7 of 20 bar cells, no ETA from this run
+    # until it has made progress of its own (0.5 trials here, so an ETA appears)
+    line = progress.line()
+    assert line.startswith("[" + "#" * 7 + "." * 13 + "] 1/4 done, 1 running, 0 failed, ETA ")
+    progress.finished(TrialResult(trials[1], "failed", attempts=1, error="exit code 1"))
+    assert "seed_1: failed: exit code 1 (1 attempt(s), 0s) [" in out.getvalue()
+    assert "1/4 done, 0 running, 1 failed" in out.getvalue()
+
+
+DEVICE_SCRIPT = """
+import json, os, sys
+from pathlib import Path
+argv = sys.argv[1:]
+folder = Path(argv[argv.index("--run_dir") + 1])
+(folder / "device.txt").write_text(os.environ.get("CUDA_VISIBLE_DEVICES", "unset"))
+(folder / "summary.json").write_text("{}")
+"""
+
+
+def test_local_sweep_places_trials_on_devices_round_robin(tmp_path):
+    import io
+
+    from super_sac.sweep.grid import Grid
+    from super_sac.sweep.local import run_local
+
+    script = tmp_path / "device_train.py"
+    script.write_text(DEVICE_SCRIPT)
+    grid = Grid.make(["sac.gin"], ["Pendulum-v1"], "0-3")
+    results = run_local(
+        grid, tmp_path / "s", workers=2, script=script, out=io.StringIO(), devices=["3", "5"]
+    )
+    devices = [(r.trial.folder / "device.txt").read_text() for r in results]
+    assert set(devices) == {"3", "5"} and devices[:2] == ["3", "5"]
+    results = run_local(grid, tmp_path / "t", script=script, out=io.StringIO())
+    import os
+
+    expected = os.environ.get("CUDA_VISIBLE_DEVICES", "unset")
+    assert {(r.trial.folder / "device.txt").read_text() for r in results} == {expected}
+
+
+SLEEP_SCRIPT = """
+import os, sys, time
+from pathlib import Path
+argv = sys.argv[1:]
+folder = Path(argv[argv.index("--run_dir") + 1])
+(folder / "pid").write_text(str(os.getpid()))
+time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_trials_die_with_a_killed_sweep(tmp_path):
+    import os
+    import time
+
+    script = tmp_path / "sleep_train.py"
+    script.write_text(SLEEP_SCRIPT)
+    code = (
+        "import sys; from super_sac.sweep.grid import Grid; "
+        "from super_sac.sweep.local import run_local; "
+        f"run_local(Grid.make(['sac.gin'], ['Pendulum-v1'], '0'), {str(tmp_path / 's')!r}, "
+        f"script={str(script)!r})"
+    )
+    sweep = subprocess.Popen([sys.executable, "-c", code])
+    pid_file = tmp_path / "s" / "sac" / "Pendulum-v1" / "seed_0" / "pid"
+    deadline = time.monotonic() + 60
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.2)
+    child = int(pid_file.read_text())
+    sweep.send_signal(signal.SIGKILL)  # no handler runs: only the kernel can stop the trial
+    sweep.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("the trial outlived its killed sweep")

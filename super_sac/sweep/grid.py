@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -233,14 +234,50 @@ def grid_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return diffs
 
 
-def write_manifest(sweep_dir: str | os.PathLike, grid: Grid) -> dict[str, Any]:
+def resolve_config(config: str, script: str | os.PathLike | None = None) -> Path | None:
+    """Where the training script will find ``config``: the path itself when it names a file,
+    else the file of that name next to ``script`` (how the scripts look up a bare name); ``None``
+    when neither exists (the script then reports the missing file)."""
+    candidates = [Path(config)]
+    if script is not None:
+        candidates.append(Path(script).resolve().parent / config)
+    return next((c.resolve() for c in candidates if c.is_file()), None)
+
+
+def config_digests(grid: Grid, script: str | os.PathLike | None = None) -> dict[str, str | None]:
+    """The sha256 of every config file of ``grid`` (``None`` where it cannot be found), so a
+    sweep records exactly what its trials ran. Files pulled in by a gin ``include`` are not
+    followed: change an included base and the sweep cannot tell."""
+    out: dict[str, str | None] = {}
+    for config in grid.configs:
+        path = resolve_config(config, script if script is not None else grid.script)
+        out[config] = hashlib.sha256(path.read_bytes()).hexdigest() if path else None
+    return out
+
+
+def _changed_configs(old: dict[str, str | None], new: dict[str, str | None]) -> list[str]:
+    return [
+        f"{config}: its contents changed since the sweep started (sha256 {old[config][:12]}... "
+        f"now {new[config][:12]}...)"
+        for config in sorted(set(old) & set(new))
+        if old[config] and new[config] and old[config] != new[config]
+    ]
+
+
+def write_manifest(
+    sweep_dir: str | os.PathLike, grid: Grid, script: str | os.PathLike | None = None
+) -> dict[str, Any]:
     """Create ``<sweep_dir>/manifest.json`` or check the one there.
 
-    A new manifest records the grid, the code version (:func:`code_version`), the package
-    versions and the creation time. A rerun with the same grid keeps it and appends the code
-    version of this run to ``reruns``, so a sweep finished with changed code shows it.
+    A new manifest records the grid, the sha256 of each config file (:func:`config_digests`),
+    the code version (:func:`code_version`), the package versions and the creation time. A
+    rerun with the same grid and the same config files keeps it and appends the code version of
+    this run to ``reruns``, so a sweep finished with changed code shows it.
 
-    :raises GridMismatchError: when the folder holds a manifest of a different grid; the
+    :param script: the training script (bare config names are looked up next to it); default
+        ``grid.script``.
+    :raises GridMismatchError: when the folder holds a manifest of a different grid, or a
+        config file's contents changed (the sweep's trials would mix two configurations); the
         message lists the differences.
     :return: the manifest as written.
     """
@@ -248,19 +285,22 @@ def write_manifest(sweep_dir: str | os.PathLike, grid: Grid) -> dict[str, Any]:
     path = sweep_dir / MANIFEST
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     current = {"time": now, "code": code_version(), "packages": package_versions()}
+    digests = config_digests(grid, script)
     if path.is_file():
         manifest = json.loads(path.read_text())
         diffs = grid_differences(manifest["grid"], grid.to_json())
+        diffs += _changed_configs(manifest.get("config_sha256", {}), digests)
         if diffs:
             raise GridMismatchError(
                 f"{sweep_dir} holds a sweep of a different grid (see {path}):\n  "
                 + "\n  ".join(diffs)
-                + "\nRun the same grid to finish that sweep, or choose another --name."
+                + "\nRun the same grid with the same config files to finish that sweep, or "
+                "choose another --name."
             )
         manifest.setdefault("reruns", []).append(current)
     else:
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        manifest = {"grid": grid.to_json(), "created": now, **current}
+        manifest = {"grid": grid.to_json(), "config_sha256": digests, "created": now, **current}
         del manifest["time"]
     atomic_write_json(path, manifest)
     return manifest

@@ -5,8 +5,10 @@ checkpoint (``--resume <trial folder>``), failed ones are retried up to ``max_fa
 from __future__ import annotations
 
 import contextlib
+import csv
 import dataclasses
 import os
+import queue
 import shlex
 import shutil
 import subprocess
@@ -16,6 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from super_sac.reporting import EVAL_CSV
 from super_sac.sweep.grid import FINISHED, INTERRUPTED, Grid, Trial, write_manifest
 
 DEFAULT_SCRIPT = "experiments/gym/train_gym.py"
@@ -92,42 +95,126 @@ def _prepare_fresh(trial: Trial) -> None:
             entry.unlink()
 
 
+def trial_fraction(trial: Trial, steps: int | None) -> float:
+    """How far a running trial is, from its newest evaluation: ``env_steps / steps`` in
+    ``[0, 1]`` (0 when ``steps`` is unknown or nothing was evaluated yet)."""
+    if not steps:
+        return 0.0
+    try:
+        with open(trial.folder / EVAL_CSV, newline="") as f:
+            rows = list(csv.DictReader(f))
+        return min(1.0, max(0.0, float(rows[-1]["env_steps"]) / steps)) if rows else 0.0
+    except (OSError, KeyError, ValueError):
+        return 0.0
+
+
 class Progress:
-    """One line per finished trial, and the counts (done, running, failed) with an ETA."""
+    """What the sweep tells its user: one line per finished trial, and a status line (a bar of
+    the trials done, counting the running ones by their newest evaluation, the running and
+    failed counts, and an ETA) after each of them and every ``interval`` seconds meanwhile.
 
-    def __init__(self, total: int, already: int, out=None) -> None:
-        self.total, self.done, self.running, self.failed = total, already, 0, 0
-        self.ran, self.start, self.lock = 0, time.monotonic(), threading.Lock()
+    :param total: trials in the grid.
+    :param already: trials finished before this run (skipped).
+    :param steps: env steps per trial when the sweep sets them (``--steps``), for the fraction
+        of the running trials; ``None``: running trials count 0 until they finish.
+    :param out: where the lines go (default stdout).
+    """
+
+    WIDTH = 20
+
+    def __init__(
+        self, total: int, already: int, out=None, steps: int | None = None, interval: float = 60
+    ) -> None:
+        self.total, self.done, self.failed, self.already = total, already, 0, already
+        self.running: set[Trial] = set()
+        self.steps, self.interval = steps, interval
+        self.start, self.lock = time.monotonic(), threading.Lock()
         self.out = out or sys.stdout
+        self._stop = threading.Event()
+        self._ticker: threading.Thread | None = None
 
-    def _line(self) -> str:
-        left = self.total - self.done - self.failed
-        eta = ""
-        if self.ran:
-            per = (time.monotonic() - self.start) / self.ran
-            eta = f", ETA {per * left:.0f}s" if left else ""  # wall time per trial so far
-        return f"[{self.done}/{self.total} done, {self.running} running, {self.failed} failed{eta}]"
+    def line(self) -> str:
+        """``[#######.............] 3.4/10 trials, 2 running, 0 failed, ETA 12m30s``."""
+        fraction = sum(trial_fraction(t, self.steps) for t in list(self.running))
+        units = self.done + self.failed + fraction  # trials' worth of work behind us
+        bar = int(self.WIDTH * units / self.total) if self.total else self.WIDTH
+        text = (
+            f"[{'#' * bar}{'.' * (self.WIDTH - bar)}] {self.done}/{self.total} done, "
+            f"{len(self.running)} running, {self.failed} failed"
+        )
+        ran = units - self.already  # progress made by this run, in trials
+        left = self.total - units
+        if ran > 0 and left > 0:
+            text += f", ETA {_duration((time.monotonic() - self.start) / ran * left)}"
+        return text
 
-    def started(self) -> None:
+    def _print(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def started(self, trial: Trial) -> None:
         with self.lock:
-            self.running += 1
+            self.running.add(trial)
 
     def finished(self, result: TrialResult) -> None:
         with self.lock:
-            self.running -= 1
-            self.ran += 1
+            self.running.discard(result.trial)
             if result.status == "failed":
                 self.failed += 1
             else:
                 self.done += 1
             how = "resumed, " if result.resumed else ""
             what = f"failed: {result.error}" if result.error else "finished"
-            print(
+            self._print(
                 f"{result.trial.key}: {what} ({how}{result.attempts} attempt(s), "
-                f"{result.seconds:.0f}s) {self._line()}",
-                file=self.out,
-                flush=True,
+                f"{result.seconds:.0f}s) {self.line()}"
             )
+
+    def __enter__(self) -> Progress:
+        if self.interval and self.interval > 0:
+            self._ticker = threading.Thread(target=self._tick, daemon=True)
+            self._ticker.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._ticker is not None:
+            self._ticker.join()
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.interval):
+            with self.lock:
+                if self.running:
+                    self._print(self.line())
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """Ask Linux to send the trial SIGTERM when the sweep that started it dies, even by
+    SIGKILL (``prctl(PR_SET_PDEATHSIG)``), so no trial keeps training (and writing into its
+    folder) behind a dead sweep; it resumes from its checkpoint when the sweep runs again."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def trial_env(device: str | None, base: dict[str, str] | None = None) -> dict[str, str] | None:
+    """The environment of a trial process: ``CUDA_VISIBLE_DEVICES=<device>`` when the sweep
+    places trials on devices (``None``: the sweep's own environment, unchanged)."""
+    if device is None:
+        return base
+    env = dict(os.environ if base is None else base)
+    env["CUDA_VISIBLE_DEVICES"] = str(device)
+    return env
 
 
 def run_trial(
@@ -158,7 +245,13 @@ def run_trial(
         with open(trial.folder / TRIAL_LOG, "a") as log:
             log.write(f"# attempt {result.attempts}: {shlex.join(argv)}\n")
             log.flush()
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
+            proc = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+            )
             with _LIVE_LOCK:
                 _LIVE.add(proc)
             try:
@@ -209,14 +302,34 @@ def run_local(
     threads: int | None = 1,
     python: str = sys.executable,
     out=None,
+    devices: list[str] | None = None,
+    progress_interval: float = 60,
 ) -> list[TrialResult]:
     """Run every unfinished trial of ``grid`` under ``sweep_dir``, ``workers`` at a time.
 
     Checks (or writes) the sweep's manifest first, so a different grid in the same folder is
-    refused before anything runs. :return: one result per trial, in grid order.
+    refused before anything runs.
+
+    :param devices: GPU ids (e.g. ``["0", "1"]``); worker slot ``k`` runs its trials with
+        ``CUDA_VISIBLE_DEVICES=devices[k % len(devices)]``, so ``workers=4`` on two GPUs puts
+        two trials on each. ``None``: trials see what the sweep sees.
+    :param progress_interval: seconds between status lines while trials run (0: only when a
+        trial finishes).
+    :return: one result per trial, in grid order.
     """
     with sweep_lock(sweep_dir):
-        return _run_local(grid, sweep_dir, workers, script, max_failures, threads, python, out)
+        return _run_local(
+            grid,
+            sweep_dir,
+            workers,
+            script,
+            max_failures,
+            threads,
+            python,
+            out,
+            devices,
+            progress_interval,
+        )
 
 
 def _run_local(
@@ -228,8 +341,10 @@ def _run_local(
     threads: int | None,
     python: str,
     out,
+    devices: list[str] | None,
+    progress_interval: float,
 ) -> list[TrialResult]:
-    write_manifest(sweep_dir, grid)
+    write_manifest(sweep_dir, grid, script)
     trials = grid.trials(sweep_dir)
     results: list[TrialResult | None] = [None] * len(trials)
     todo = []
@@ -238,12 +353,25 @@ def _run_local(
             results[i] = TrialResult(trial, "skipped")
         else:
             todo.append(i)
-    progress = Progress(len(trials), len(trials) - len(todo), out)
+    workers = max(1, workers)
+    progress = Progress(
+        len(trials), len(trials) - len(todo), out, grid.steps, interval=progress_interval
+    )
+    slots: queue.Queue[int] = queue.Queue()
+    for slot in range(workers):
+        slots.put(slot)
 
     def work(i: int) -> None:
-        progress.started()
-        results[i] = run_trial(grid, trials[i], script, max_failures, threads, python)
-        progress.finished(results[i])
+        slot = slots.get()
+        try:
+            device = devices[slot % len(devices)] if devices else None
+            progress.started(trials[i])
+            results[i] = run_trial(
+                grid, trials[i], script, max_failures, threads, python, trial_env(device)
+            )
+            progress.finished(results[i])
+        finally:
+            slots.put(slot)
 
     stopping = threading.Event()
 
@@ -251,9 +379,10 @@ def _run_local(
         if not stopping.is_set():
             work(i)
 
-    pool = ThreadPoolExecutor(max_workers=max(1, workers))
+    pool = ThreadPoolExecutor(max_workers=workers)
     try:
-        list(pool.map(guarded, todo))
+        with progress:
+            list(pool.map(guarded, todo))
     except BaseException:  # Ctrl-C, SIGTERM (as SystemExit): stop the trials, don't orphan them
         stopping.set()
         stop_trials()

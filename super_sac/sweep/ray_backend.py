@@ -6,7 +6,9 @@ of its own) inside the trial folder of the sweep, so the folders stay the source
 finished trials are never handed to Tune, an attempt that Tune retries (``FailureConfig``)
 continues from the trial's newest checkpoint through ``--resume``, and a sweep stopped part-way
 restores its Tune experiment (``Tuner.restore``) on the next run. On a cluster the sweep folder
-must be on storage that every node sees at the same path.
+must be on storage that every node sees at the same path. GPUs: Tune reserves
+``gpus_per_trial`` (fractions share a GPU) and sets ``CUDA_VISIBLE_DEVICES`` in the trial's
+worker, which the training subprocess inherits.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import threading
 from pathlib import Path
 
-from super_sac.sweep.grid import FINISHED, Grid, write_manifest
-from super_sac.sweep.local import Progress, TrialResult, run_trial, sweep_lock
+from super_sac.sweep.grid import FINISHED, Grid, Trial, write_manifest
+from super_sac.sweep.local import TRIAL_LOG, Progress, TrialResult, run_trial, sweep_lock
 
 TUNE_FOLDER = ".ray"  # the Tune experiment's state, inside the sweep folder
 EXPERIMENT = "tune"
@@ -61,8 +64,12 @@ def run_ray(
     threads: int | None = 1,
     python: str = sys.executable,
     out=None,
+    progress_interval: float = 60,
 ) -> list[TrialResult]:
     """Run every unfinished trial of ``grid`` under ``sweep_dir`` with Ray Tune.
+
+    Progress is read from the trial folders while Tune runs (a line per finished trial, a
+    status line every ``progress_interval`` seconds), as with the local backend.
 
     :param address: a running Ray cluster (``"auto"``, ``"ray://host:10001"``), or None to start
         a local Ray with ``num_cpus`` CPUs (None: all of this machine's).
@@ -79,10 +86,13 @@ def run_ray(
         ) from err
     sweep_dir = Path(sweep_dir).resolve()
     with sweep_lock(sweep_dir):
-        write_manifest(sweep_dir, grid)
+        write_manifest(sweep_dir, grid, script)
         trials = grid.trials(sweep_dir)
         todo = [t.key for t in trials if t.state() != FINISHED]
-        progress = Progress(len(trials), len(trials) - len(todo), out)
+        progress = Progress(
+            len(trials), len(trials) - len(todo), out, grid.steps, interval=progress_interval
+        )
+        reported: set[str] = set()
         storage = sweep_dir / TUNE_FOLDER
         if todo:
             started_here = not ray.is_initialized()
@@ -111,7 +121,8 @@ def run_ray(
                             verbose=0,
                         ),
                     )
-                tuner.fit()
+                with progress, _FolderWatch(trials, todo, progress, reported, max_failures):
+                    tuner.fit()
             finally:
                 if started_here:
                     ray.shutdown()
@@ -123,15 +134,56 @@ def run_ray(
             if trial.key not in todo:
                 results.append(TrialResult(trial, "skipped"))
                 continue
-            done = trial.state() == FINISHED
-            result = TrialResult(trial, "finished" if done else "failed")
-            log = trial.folder / "sweep.log"
-            text = log.read_text() if log.exists() else ""
-            result.attempts = text.count("# attempt ")
-            result.resumed = "--resume" in text
-            if not done:
-                result.error = f"not finished after {max_failures + 1} attempt(s), see {log}"
-            progress.running += 1
-            progress.finished(result)
+            result = _result_from_folder(trial, max_failures)
+            if trial.key not in reported:
+                progress.finished(result)
             results.append(result)
         return results
+
+
+def _result_from_folder(trial: Trial, max_failures: int) -> TrialResult:
+    """A Tune-run trial's result, read from its folder (state and ``sweep.log``)."""
+    done = trial.state() == FINISHED
+    result = TrialResult(trial, "finished" if done else "failed")
+    log = trial.folder / TRIAL_LOG
+    text = log.read_text() if log.exists() else ""
+    result.attempts = text.count("# attempt ")
+    result.resumed = "--resume" in text
+    if not done:
+        result.error = f"not finished after {max_failures + 1} attempt(s), see {log}"
+    return result
+
+
+class _FolderWatch:
+    """While Tune runs, poll the trial folders every ``period`` seconds: a trial with a
+    ``sweep.log`` counts as running, and one that finishes gets its line at once."""
+
+    def __init__(self, trials, todo, progress: Progress, reported: set[str], max_failures: int):
+        self.trials = [t for t in trials if t.key in todo]
+        self.progress, self.reported, self.max_failures = progress, reported, max_failures
+        self.period = min(10.0, progress.interval or 10.0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> _FolderWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.poll()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self.poll()
+
+    def poll(self) -> None:
+        for trial in self.trials:
+            if trial.key in self.reported:
+                continue
+            if trial.state() == FINISHED:
+                self.reported.add(trial.key)
+                self.progress.finished(_result_from_folder(trial, self.max_failures))
+            elif (trial.folder / TRIAL_LOG).exists():
+                self.progress.started(trial)
