@@ -811,7 +811,6 @@ class AugmentationSequence:
         for key in self.image_keys(obs):
             if next_out is not None and key not in next_out:
                 raise KeyError(f"image key {key!r} is in obs but not in next_obs; pass both dicts")
-            _check_images(obs[key], f"AugmentationSequence key {key!r}")
             nxt = None if next_out is None else next_out[key]
             out[key], augmented_next = self.augment_pair(obs[key], nxt)
             if next_out is not None:
