@@ -3,6 +3,7 @@ as gin settings, and a quick-start SAC class (``super_sac.SAC``) for use without
 
 from super_sac import (
     agent,
+    augmentations,
     checkpoint,
     envs,
     learning,
@@ -29,6 +30,7 @@ __all__ = [
     "ReplayMemory",
     "SAC",
     "agent",
+    "augmentations",
     "checkpoint",
     "envs",
     "get_device",
