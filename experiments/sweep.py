@@ -116,9 +116,9 @@ def main(argv: list[str] | None = None) -> int:
                 devices=args.gpus.split(",") if args.gpus else None,
                 progress_interval=args.progress_interval,
             )
-        failed = [r for r in results if r.status == "failed"]
+        failed = [r for r in results if r.status in ("failed", "stopped")]
         for r in failed:
-            print(f"FAILED {r.trial.key}: {r.error}", file=sys.stderr)
+            print(f"{r.status.upper()} {r.trial.key}: {r.error}", file=sys.stderr)
         if not args.no_report:
             files = write_report(sweep_dir)
             print(f"report: {', '.join(str(f) for f in files.values())}")

@@ -574,3 +574,56 @@ def test_trials_die_with_a_killed_sweep(tmp_path):
     else:
         os.kill(child, signal.SIGKILL)
         pytest.fail("the trial outlived its killed sweep")
+
+
+STOPPABLE_SCRIPT = """
+import json, sys, time
+from pathlib import Path
+argv = sys.argv[1:]
+folder = Path(argv[argv.index("--run_dir") + 1])
+seed = int(argv[argv.index("--seed") + 1])
+marker = folder.parent / "started_once"
+if seed == 1 and not marker.exists():  # the sweep is stopped while this attempt runs
+    marker.write_text("")
+    time.sleep(60)
+    sys.exit("should have been stopped")
+(folder / "summary.json").write_text(json.dumps({"env_steps": 30}))
+"""
+
+
+@pytest.mark.skipif(
+    __import__("importlib").util.find_spec("ray") is None,
+    reason='Ray is not installed (pip install "super_sac[sweep]")',
+)
+def test_ray_sweep_stopped_part_way_restores_its_tune_experiment(tmp_path):
+    import time
+
+    script = tmp_path / "stoppable_train.py"
+    script.write_text(STOPPABLE_SCRIPT)
+    code = (
+        "from super_sac.sweep.grid import Grid; from super_sac.sweep.ray_backend import run_ray; "
+        f"r = run_ray(Grid.make(['sac.gin'], ['Pendulum-v1'], '0-1'), {str(tmp_path / 's')!r}, "
+        f"{str(script)!r}, num_cpus=2); print([x.status for x in r])"
+    )
+    sweep = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    folder = tmp_path / "s" / "sac" / "Pendulum-v1"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (
+        (folder / "started_once").exists() and (folder / "seed_0" / "summary.json").exists()
+    ):
+        time.sleep(0.2)
+    time.sleep(2)  # let Tune record the finished trial in its experiment state
+    sweep.send_signal(signal.SIGINT)  # Tune stops the experiment and keeps its state
+    out, _ = sweep.communicate(timeout=120)
+    assert "['finished', 'stopped']" in out
+    assert (tmp_path / "s" / ".ray" / "tune").is_dir()
+    assert not (folder / "seed_1" / "summary.json").exists()
+    rerun = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
+    assert "['skipped', 'finished']" in rerun.stdout, rerun.stdout + rerun.stderr
+    # the restored Tune experiment holds both trials (a new one would hold only seed 1)
+    assert "Number of trials                 2" in rerun.stdout
+    assert (folder / "seed_0" / "sweep.log").read_text().count("# attempt") == 1  # not rerun
+    assert (folder / "seed_1" / "sweep.log").read_text().count("# attempt") == 2
+    assert not (tmp_path / "s" / ".ray").exists()

@@ -49,7 +49,7 @@ def stop_trials(grace: float = 10.0) -> None:
 @dataclasses.dataclass
 class TrialResult:
     trial: Trial
-    status: str  # "skipped" (already finished), "finished" or "failed"
+    status: str  # "skipped" (already finished), "finished", "failed" or "stopped" (interrupted)
     attempts: int = 0
     resumed: bool = False  # whether an attempt continued from a checkpoint
     seconds: float = 0.0
@@ -158,7 +158,7 @@ class Progress:
     def finished(self, result: TrialResult) -> None:
         with self.lock:
             self.running.discard(result.trial)
-            if result.status == "failed":
+            if result.status in ("failed", "stopped"):
                 self.failed += 1
             else:
                 self.done += 1

@@ -93,6 +93,7 @@ def run_ray(
             len(trials), len(trials) - len(todo), out, grid.steps, interval=progress_interval
         )
         reported: set[str] = set()
+        errored: set[str] = set()  # trials Tune gave up on (out of retries)
         storage = sweep_dir / TUNE_FOLDER
         if todo:
             started_here = not ray.is_initialized()
@@ -122,19 +123,25 @@ def run_ray(
                         ),
                     )
                 with progress, _FolderWatch(trials, todo, progress, reported, max_failures):
-                    tuner.fit()
+                    result_grid = tuner.fit()
+                errored = {r.config["key"] for r in result_grid if r.error is not None}
             finally:
                 if started_here:
                     ray.shutdown()
-            # the fit ended (not stopped): the next run starts a new Tune experiment from the
-            # trial folders, which hold everything
-            shutil.rmtree(storage, ignore_errors=True)
+            if all(t.state() == FINISHED for t in trials if t.key in todo):
+                # the next run starts a new Tune experiment from the trial folders, which hold
+                # everything; a sweep stopped part-way (Ctrl-C: Tune saves its state and returns)
+                # or with trials out of retries keeps it, to be restored by the next run
+                shutil.rmtree(storage, ignore_errors=True)
         results = []
         for trial in trials:
             if trial.key not in todo:
                 results.append(TrialResult(trial, "skipped"))
                 continue
             result = _result_from_folder(trial, max_failures)
+            if result.status == "failed" and trial.key not in errored:
+                result.status = "stopped"
+                result.error = "stopped before it finished; run the same sweep again to resume it"
             if trial.key not in reported:
                 progress.finished(result)
             results.append(result)
