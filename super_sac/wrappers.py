@@ -439,7 +439,8 @@ def frame_stack_of(env: gym.Env) -> dict[str, int]:
     :class:`~super_sac.replay.ReplayBuffer`'s ``frame_stack`` needs to store each frame once.
 
     It looks through the wrappers for a :class:`DictObsWrapper` over a ``FrameStackObservation``
-    (with only wrappers that keep the stack's shape between them); other envs give ``{}``.
+    (with only wrappers that keep the stack's shape between them, or a ``ReshapeObservation``
+    that merges the stack axis into the channels); other envs give ``{}``.
     """
     key = None
     while isinstance(env, gym.Wrapper):
@@ -447,10 +448,26 @@ def frame_stack_of(env: gym.Env) -> dict[str, int]:
             key = env.key
         elif isinstance(env, gym.wrappers.FrameStackObservation):
             return {key: int(env.stack_size)} if key is not None else {}
+        elif key is not None and _merges_stack_axis(env):
+            pass  # (k, C, H, W) stacks of colour frames as (k * C, H, W): frames stay whole
         elif key is not None and env.observation_space.shape != env.env.observation_space.shape:
             return {}  # something reshapes the stack: let the user declare it
         env = env.env
     return {}
+
+
+def _merges_stack_axis(env: gym.Wrapper) -> bool:
+    """Whether ``env`` reshapes ``(k, C, ...)`` observations into ``(k * C, ...)`` (how
+    :func:`super_sac.envs.dmc.make_dmc_env` puts a stack of RGB frames channels first)."""
+    if not isinstance(env, gym.wrappers.ReshapeObservation):
+        return False
+    inner, outer = env.env.observation_space.shape, env.observation_space.shape
+    return (
+        inner is not None
+        and outer is not None
+        and len(inner) == len(outer) + 1
+        and outer == (inner[0] * inner[1], *inner[2:])
+    )
 
 
 def make_atari_env(

@@ -8,14 +8,16 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import gin
 import gymnasium as gym
 import torch
 
 import super_sac
-from super_sac.nets.cnns import MinAtarEncoder, NatureEncoder
+from super_sac.nets.cnns import DrQPixelEncoder, MinAtarEncoder, NatureEncoder
 from super_sac.vector_envs import make_vector_env
 from super_sac.wrappers import make_atari_env, make_gym_env, make_minatar_env
 
+DMC_PREFIX = "dmc:"
 PathLike = str | os.PathLike
 SearchDirs = Sequence[PathLike]
 
@@ -51,10 +53,17 @@ def make_env(env_id: str, max_episode_steps: int | None = None, **kwargs: Any) -
     """:func:`super_sac.wrappers.make_gym_env`, with an unknown id reported as
     :class:`UnknownEnvError` instead of gymnasium's traceback.
 
+    An id ``dmc:<domain>-<task>`` (``dmc:cartpole-swingup``) gives that DeepMind Control task
+    from states (:func:`make_dmc`).
+
     :param env_id: gymnasium env id.
     :param max_episode_steps: episode time limit (None: the env's own).
     :param kwargs: passed to ``gymnasium.make`` (e.g. ``render_mode="rgb_array"``).
     """
+    if env_id.startswith(DMC_PREFIX):  # a DeepMind Control task from states
+        domain, task = _dmc_pair(env_id)
+        env = make_dmc(domain, task, **kwargs)
+        return env if max_episode_steps is None else gym.wrappers.TimeLimit(env, max_episode_steps)
     try:
         return make_gym_env(env_id, max_episode_steps, **kwargs)
     except gym.error.UnregisteredEnv as err:
@@ -182,6 +191,58 @@ def atari_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
     )
 
 
+def _dmc_pair(env_id: str) -> tuple[str, str]:
+    from super_sac.envs.dmc import UnknownDMCTaskError, parse_dmc_id
+
+    try:
+        return parse_dmc_id(env_id)
+    except UnknownDMCTaskError as err:
+        raise UnknownEnvError(str(err)) from err
+
+
+def make_dmc(domain: str, task: str, **kwargs: Any) -> gym.Env:
+    """:func:`super_sac.envs.dmc.make_dmc_env`, with an unknown task reported as
+    :class:`UnknownEnvError` naming close ones.
+
+    :param domain: suite domain.
+    :param task: suite task.
+    :param kwargs: :func:`~super_sac.envs.dmc.make_dmc_env`'s options.
+    """
+    from super_sac.envs.dmc import UnknownDMCTaskError, make_dmc_env
+
+    try:
+        return make_dmc_env(domain, task, **kwargs)
+    except UnknownDMCTaskError as err:
+        raise UnknownEnvError(str(err)) from err
+
+
+def dmc_env_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`make_dmc`'s options from :func:`super_sac.cli.parsers.dmc_parser`'s command line
+    (the seed is left to the loop's ``reset(seed=...)``)."""
+    return {
+        "from_pixels": not args.from_states,
+        "image_size": args.image_size,
+        "camera_id": args.camera_id,
+        "action_repeat": args.action_repeat,
+        "frame_stack": args.frame_stack,
+        "fast_render": args.fast_render,
+    }
+
+
+def dmc_envs(args: argparse.Namespace) -> tuple[Any, gym.Env]:
+    """Training and test envs of ``--domain --task`` (see :func:`dmc_parser`); the suite's
+    time limit ends episodes (``--max_episode_steps`` cuts them earlier, in the loop).
+
+    :param args: the parsed command line.
+    """
+    kwargs = dmc_env_kwargs(args)
+
+    def make(**kw: Any) -> gym.Env:
+        return make_dmc(args.domain, args.task, **kwargs, **kw)
+
+    return train_and_test_envs(make, args.parallel_envs, test_render_mode(args), _vector(args))
+
+
 # ------------------------------------------------------------------------------ agents
 
 
@@ -237,6 +298,47 @@ def atari_agent(test_env: gym.Env, device: torch.device) -> super_sac.Agent:
         encoder=NatureEncoder(channels, image_size=(height, width)),
         discrete=True,
     ).to(device)
+
+
+def pixel_agent(test_env: gym.Env, device: torch.device) -> super_sac.Agent:
+    """A continuous-control Agent with the DrQ / DrQ-v2 encoder
+    (:class:`~super_sac.nets.cnns.DrQPixelEncoder`) over the ``"obs"`` stacks of ``test_env``.
+    The encoder reads the observations' size unless gin binds ``DrQPixelEncoder.image_size``
+    (RAD: trained on crops, acting on centre crops of the larger frames).
+
+    :param test_env: a pixel env from :func:`make_dmc`.
+    :param device: where the agent lives.
+    """
+    channels, height, width = test_env.observation_space["obs"].shape
+    kwargs: dict[str, Any] = {}
+    if not _gin_binds("DrQPixelEncoder.image_size"):
+        kwargs["image_size"] = (height, width)
+    act_space_size, discrete = action_spec(test_env.action_space)
+    encoder = DrQPixelEncoder(channels, **kwargs)
+    return super_sac.Agent(act_space_size=act_space_size, encoder=encoder, discrete=discrete).to(
+        device
+    )
+
+
+def dmc_agent(test_env: gym.Env, device: torch.device) -> super_sac.Agent:
+    """:func:`pixel_agent` for image observations (``(C, H, W)`` uint8), else
+    :func:`build_agent` (a ``FlatEncoder`` over the state vector).
+
+    :param test_env: an env from :func:`make_dmc`.
+    :param device: where the agent lives.
+    """
+    space = test_env.observation_space["obs"]
+    if space.dtype == "uint8" and len(space.shape) == 3:
+        return pixel_agent(test_env, device)
+    return build_agent(test_env, device)
+
+
+def _gin_binds(parameter: str) -> bool:
+    try:
+        gin.query_parameter(parameter)
+    except ValueError:
+        return False
+    return True
 
 
 # ------------------------------------------------------------------------------ running

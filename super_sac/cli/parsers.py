@@ -68,6 +68,49 @@ def atari_parser(description: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
+def dmc_parser(description: str | None = None) -> argparse.ArgumentParser:
+    """The command line of ``experiments/dmc/train_dmc_from_pixels.py``: ``--domain --task``,
+    the pixel options, the common and the dataset options (default config ``drqv2.gin``).
+
+    :param description: the help text.
+    """
+    p = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawTextHelpFormatter
+    )
+    p.add_argument("--domain", default="cartpole", help="dm_control suite domain")
+    p.add_argument("--task", default="swingup", help="task of the domain")
+    add_common_args(p, default_config="drqv2.gin")
+    add_dmc_args(p)
+    add_dataset_args(p, required=False)
+    return p
+
+
+def add_dmc_args(p: argparse.ArgumentParser) -> None:
+    """Add the DeepMind Control env options (see :func:`super_sac.envs.dmc.make_dmc_env`).
+
+    :param p: the parser to extend.
+    """
+    p.add_argument(
+        "--action_repeat", type=int, default=2, help="control steps per agent step (DrQ-v2: 2)"
+    )
+    p.add_argument("--frame_stack", type=int, default=3, help="frames per pixel observation")
+    p.add_argument("--image_size", type=int, default=84, help="pixel observation height/width")
+    p.add_argument(
+        "--camera_id", type=int, default=None, help="camera of the frames (2 for quadruped, else 0)"
+    )
+    p.add_argument(
+        "--fast_render",
+        action="store_true",
+        help="shadows and multisampling off: about 5x faster CPU rendering, frames unlike the "
+        "published setups",
+    )
+    p.add_argument(
+        "--from_states",
+        action="store_true",
+        help="observe the flat state vector (FlatEncoder) instead of pixels, e.g. sac_state.gin",
+    )
+
+
 def add_common_args(p: argparse.ArgumentParser, default_config: str) -> None:
     """Add the options every training script shares.
 

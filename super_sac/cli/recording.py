@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,13 +17,18 @@ import super_sac
 from super_sac import datasets
 from super_sac.cli.factories import (
     build_agent,
+    dmc_agent,
+    dmc_env_kwargs,
+    make_dmc,
     make_env,
 )
+from super_sac.cli.parsers import add_dmc_args
 from super_sac.cli.runner import (
     parse_gin_args,
 )
 
 PathLike = str | os.PathLike
+AgentBuilder = Callable[[gym.Env, torch.device], super_sac.Agent]
 SearchDirs = Sequence[PathLike]
 
 
@@ -36,12 +41,38 @@ def record_parser(description: str | None = None) -> argparse.ArgumentParser:
         description=description, formatter_class=argparse.RawTextHelpFormatter
     )
     p.add_argument("--env", default="Pendulum-v1")
+    add_record_args(p, default_config="sac.gin")
+    return p
+
+
+def record_dmc_parser(description: str | None = None) -> argparse.ArgumentParser:
+    """The command line of ``experiments/dmc/record_replay.py``: ``--domain --task``, the
+    DeepMind Control env options and those of :func:`record_parser`.
+
+    :param description: the help text.
+    """
+    p = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawTextHelpFormatter
+    )
+    p.add_argument("--domain", default="cartpole", help="dm_control suite domain")
+    p.add_argument("--task", default="swingup", help="task of the domain")
+    add_dmc_args(p)
+    add_record_args(p, default_config="drqv2.gin")
+    return p
+
+
+def add_record_args(p: argparse.ArgumentParser, default_config: str) -> None:
+    """Add the options of the dataset recorders (policy, size, noise, output).
+
+    :param p: the parser to extend.
+    :param default_config: the ``--config`` default (the gin file a saved agent trained with).
+    """
     p.add_argument(
         "--policy",
         default="random",
         help="'random', or a saved agent: a run directory / agent.pt / checkpoint folder",
     )
-    p.add_argument("--config", default="sac.gin", help="gin file the agent was trained with")
+    p.add_argument("--config", default=default_config, help="gin file the agent was trained with")
     p.add_argument("--transitions", type=int, default=100_000)
     p.add_argument("--noise_std", type=float, default=0.0, help="Gaussian action noise std")
     p.add_argument(
@@ -58,11 +89,14 @@ def record_parser(description: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--npz", default=None, help="also (or only) write this .npz file")
     p.add_argument("--overwrite", action="store_true", help="replace an existing Minari dataset")
     p.add_argument("--threads", type=int, default=1)
-    return p
 
 
 def load_agent(
-    policy: PathLike, config: PathLike, env: gym.Env, search_dirs: SearchDirs = ()
+    policy: PathLike,
+    config: PathLike,
+    env: gym.Env,
+    search_dirs: SearchDirs = (),
+    agent_builder: AgentBuilder = build_agent,
 ) -> super_sac.Agent:
     """Rebuild an agent (:func:`build_agent`) from the gin file it was trained with and load
     its saved weights, on the CPU and in eval mode.
@@ -71,9 +105,10 @@ def load_agent(
     :param config: the gin file; a bare name is looked up in ``search_dirs``.
     :param env: an env of the task.
     :param search_dirs: folders searched for ``config``.
+    :param agent_builder: ``(env, device) -> Agent`` of the script that trained it.
     """
     parse_gin_args([config], [], search_dirs)
-    agent = build_agent(env, torch.device("cpu"))
+    agent = agent_builder(env, torch.device("cpu"))
     path = Path(policy)
     if (path / "state.pt").exists():  # a checkpoint folder
         state = torch.load(path / "state.pt", map_location="cpu", weights_only=True)
@@ -84,22 +119,30 @@ def load_agent(
     return agent
 
 
-def record(args: argparse.Namespace, search_dirs: SearchDirs = ()) -> dict[str, Any]:
+def record(
+    args: argparse.Namespace,
+    search_dirs: SearchDirs = (),
+    make: Callable[[], gym.Env] | None = None,
+    agent_builder: AgentBuilder = build_agent,
+) -> dict[str, Any]:
     """Record the dataset :func:`record_parser`'s options describe and write it.
 
     :param args: the parsed command line.
     :param search_dirs: folders searched for ``--config``.
+    :param make: builds the env (None: ``--env`` with ``--max_episode_steps``).
+    :param agent_builder: ``(env, device) -> Agent`` for a saved ``--policy``.
     :return: a summary with the returns of the complete episodes.
     """
     if args.dataset_id is None and args.npz is None:
         raise SystemExit("error: give --dataset_id (Minari) and/or --npz")
     torch.set_num_threads(args.threads)
     super_sac.set_seed(args.seed)
-    env = make_env(args.env, args.max_episode_steps)
+    env = make() if make is not None else make_env(args.env, args.max_episode_steps)
+    env_name = getattr(args, "env", None) or f"{args.domain}-{args.task}"
     if args.policy == "random":
         policy = datasets.random_policy(env, args.seed)
     else:
-        agent = load_agent(args.policy, args.config, env, search_dirs)
+        agent = load_agent(args.policy, args.config, env, search_dirs, agent_builder)
         policy = datasets.agent_policy(
             agent, args.noise_std, stochastic=not args.deterministic, seed=args.seed
         )
@@ -107,10 +150,10 @@ def record(args: argparse.Namespace, search_dirs: SearchDirs = ()) -> dict[str, 
         env, policy, args.transitions, seed=args.seed
     )
     limit = getattr(getattr(env, "spec", None), "max_episode_steps", None)
-    complete = [ep for ep in episodes if ep.terminations[-1] or len(ep.rewards) == limit]
+    complete = [ep for i, ep in enumerate(episodes) if _complete(ep, limit, i == len(episodes) - 1)]
     returns = [float(np.sum(ep.rewards)) for ep in complete]
     summary = {
-        "env": args.env,
+        "env": env_name,
         "policy": args.policy,
         "noise_std": args.noise_std,
         "transitions": int(sum(len(ep.rewards) for ep in episodes)),
@@ -127,13 +170,24 @@ def record(args: argparse.Namespace, search_dirs: SearchDirs = ()) -> dict[str, 
             datasets_path=args.datasets_path,
             overwrite=args.overwrite,
             algorithm_name=f"super_sac {args.policy} (noise {args.noise_std})",
-            description=f"{args.env}, recorded by experiments/offline/record_replay.py",
+            description=f"{env_name}, recorded by super_sac's record_replay.py",
         )
         summary["minari_folder"] = str(folder)
     if args.npz:
         summary["npz"] = str(datasets.save_npz(args.npz, episodes, act_space))
     env.close()
     return summary
+
+
+def _complete(episode: Any, limit: int | None, last: bool) -> bool:
+    """Whether an episode ended on its own (terminated, or at the time limit: the spec's
+    ``limit``, or without one the env's own truncation, as DeepMind Control's) rather than
+    being cut at the requested number of transitions (only the ``last`` one can be)."""
+    if episode.terminations[-1]:
+        return True
+    if limit is not None:
+        return len(episode.rewards) == limit
+    return bool(episode.truncations[-1]) and not last
 
 
 def record_dataset(
@@ -152,6 +206,33 @@ def record_dataset(
     :return: the summary of :func:`record`.
     """
     summary = record(record_parser(description).parse_args(argv), search_dirs)
+    shown = {k: v for k, v in summary.items() if k != "complete_episode_returns"}
+    print(json.dumps(shown, indent=1), flush=True)
+    return summary
+
+
+def record_dmc_dataset(
+    argv: Sequence[str] | None = None,
+    *,
+    search_dirs: SearchDirs = (),
+    description: str | None = None,
+) -> dict[str, Any]:
+    """Record a DeepMind Control dataset (pixels or ``--from_states``) and print its summary:
+    the command line of ``experiments/dmc/record_replay.py``.
+
+    :param argv: the command line (None: ``sys.argv[1:]``).
+    :param search_dirs: folders searched for ``--config`` (``experiments/dmc``).
+    :param description: the ``--help`` text.
+    :return: the summary of :func:`record`.
+    """
+    args = record_dmc_parser(description).parse_args(argv)
+    kwargs = dmc_env_kwargs(args)
+    summary = record(
+        args,
+        search_dirs,
+        make=lambda: make_dmc(args.domain, args.task, **kwargs),
+        agent_builder=dmc_agent,
+    )
     shown = {k: v for k, v in summary.items() if k != "complete_episode_returns"}
     print(json.dumps(shown, indent=1), flush=True)
     return summary

@@ -23,6 +23,8 @@ from super_sac.cli.factories import (
     atari_agent,
     atari_envs,
     build_agent,
+    dmc_agent,
+    dmc_envs,
     gym_envs,
     minatar_agent,
     minatar_envs,
@@ -30,6 +32,7 @@ from super_sac.cli.factories import (
 from super_sac.cli.parsers import (
     atari_parser,
     build_parser,
+    dmc_parser,
     minatar_parser,
     offline_parser,
 )
@@ -183,6 +186,7 @@ def run(
     search_dirs: SearchDirs,
     prepare_buffer: Callable[[super_sac.ReplayBuffer, gym.Env], None] | None = None,
     extra_saved_args: tuple[str, ...] = (),
+    loop_defaults: Callable[[argparse.Namespace], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Parse the gin files, build the envs, the agent and the buffer, and train.
 
@@ -197,6 +201,9 @@ def run(
         its dataset here); skipped when resuming (the checkpoint holds the buffer).
     :param extra_saved_args: further options a resumed run takes from its original command
         line (besides the task, ``parallel_envs``, ``seed``, ``max_episode_steps``, ``name``).
+    :param loop_defaults: ``args -> {setting: value}``, called once the gin files are parsed:
+        the script's values of loop settings that no gin file or binding sets (the DeepMind
+        Control pixel script's default augmenter).
     :return: the summary dict of :func:`super_sac.super_sac`.
     """
     if args.threads:
@@ -237,6 +244,9 @@ def run(
         overrides["max_episode_steps"] = args.max_episode_steps
     if args.parallel_envs > 1 and not _bound("transitions_per_online_step"):
         overrides["transitions_per_online_step"] = args.parallel_envs  # every env steps once
+    if loop_defaults is not None:
+        defaults = loop_defaults(args)
+        overrides.update({k: v for k, v in defaults.items() if not _bound(k)})
     try:
         return super_sac.super_sac(agent, buffer, train_env, test_env, **overrides)
     finally:
@@ -382,6 +392,74 @@ def train_atari(
         script=script,
         task_key="game",
         search_dirs=search_dirs,
+    )
+
+
+def default_pixel_augmenter() -> Any:
+    """DrQ-v2's random shift (Yarats et al. 2021: replicate-pad 4, bilinear resampling), as
+    ``AugmentationSequence([Drqv2Aug()])``: what the original's DeepMind Control pixel script
+    passed to the loop."""
+    from super_sac.augmentations import AugmentationSequence, Drqv2Aug
+
+    return AugmentationSequence([Drqv2Aug()])
+
+
+def dmc_loop_defaults(args: argparse.Namespace) -> dict[str, Any]:
+    """The pixel script's loop settings where gin sets none: :func:`default_pixel_augmenter`
+    from pixels (nothing from states).
+
+    :param args: the command line of :func:`super_sac.cli.parsers.dmc_parser`.
+    """
+    if args.from_states or _bound("augmenter"):
+        return {}
+    return {"augmenter": default_pixel_augmenter()}
+
+
+DMC_SAVED_ARGS = (
+    "task",
+    "action_repeat",
+    "frame_stack",
+    "image_size",
+    "camera_id",
+    "fast_render",
+    "from_states",
+    "dataset",
+    "datasets_path",
+)
+
+
+def train_dmc(
+    argv: Sequence[str] | None = None,
+    *,
+    search_dirs: SearchDirs = (),
+    description: str | None = None,
+    script: str = "experiments/dmc/train_dmc_from_pixels.py",
+) -> dict[str, Any]:
+    """Train on a DeepMind Control task from pixels (the DrQ encoder, DrQ-v2's random shift
+    unless gin binds ``super_sac.augmenter``) or, with ``--from_states``, from its state vector
+    (``FlatEncoder``); online, or from ``--dataset`` first: the command line of
+    ``experiments/dmc/train_dmc_from_pixels.py``. The default run name is
+    ``<config>_<domain>_<task>``.
+
+    :param argv: the command line (None: ``sys.argv[1:]``).
+    :param search_dirs: where bare ``--config`` names are looked up (``experiments/dmc``).
+    :param description: the ``--help`` text.
+    :param script: recorded in ``hparams.json``.
+    :return: the summary dict of :func:`super_sac.super_sac`.
+    """
+    args = dmc_parser(description).parse_args(argv)
+    if args.name is None and not args.resume:
+        args.name = f"{Path(args.config).stem}_{args.domain}_{args.task}"
+    return run(
+        args,
+        dmc_envs,
+        dmc_agent,
+        script=script,
+        task_key="domain",
+        search_dirs=search_dirs,
+        prepare_buffer=dataset_loader(args),
+        extra_saved_args=DMC_SAVED_ARGS,
+        loop_defaults=dmc_loop_defaults,
     )
 
 

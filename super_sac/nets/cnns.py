@@ -1,5 +1,6 @@
 """Image encoders: a small CNN for MinAtar's 10x10 grids, the Nature-DQN CNN for 84x84 Atari
-frames, an image + vector ("multimodal") example, and :func:`compute_conv_output`.
+frames, the DrQ / DrQ-v2 encoder for DeepMind Control pixels, an image + vector ("multimodal")
+example, and :func:`compute_conv_output`.
 
 Every encoder reads one image key (channels first, ``(B, C, H, W)``) from the observation
 dict. Images stay ``uint8`` in the replay buffer and reach the encoder as ``uint8`` tensors on
@@ -246,10 +247,102 @@ class ImageAndStateEncoder(ImageEncoder):
         return self.mix(torch.cat((image, state), dim=-1))
 
 
+def center_crop_to(image: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """The central ``size = (h, w)`` window of ``(B, C, H, W)`` images (a view, no copy); when
+    ``H - h`` is odd the extra row is cut at the bottom (the same for columns).
+
+    :raises ValueError: when the image is smaller than ``size``.
+    """
+    height, width = image.shape[-2:]
+    h, w = size
+    if height < h or width < w:
+        raise ValueError(
+            f"images of {height}x{width} are smaller than the {h}x{w} the encoder was built "
+            "for. Fix: build the encoder with image_size=(H, W) of the observations, or render "
+            "larger frames."
+        )
+    top, left = (height - h) // 2, (width - w) // 2
+    return image[..., top : top + h, left : left + w]
+
+
+@gin.configurable
+class DrQPixelEncoder(ImageEncoder):
+    """The pixel encoder of DrQ and DrQ-v2 (Kostrikov, Yarats & Fergus 2020, "Image
+    Augmentation Is All You Need"; Yarats et al. 2021, "Mastering Visual Continuous Control"),
+    after SAC+AE (Yarats et al. 2019): four 3x3 convolutions of 32 channels with strides
+    2, 1, 1, 1 and ReLUs, then ``tanh(LayerNorm(W h + b))`` of width ``emb_dim``.
+
+    Pixels enter as ``x / 255 - 0.5`` (in ``[-0.5, 0.5]``), computed into a new tensor. Images
+    larger than ``image_size`` (RAD, Laskin et al. 2020: trained on random crops of larger
+    renders, acting on whole frames) are centre-cropped to ``image_size`` first; smaller ones
+    are refused. The features are trained by the critic loss only, as in DrQ-v2 (the library's
+    actor update reads detached encoder features).
+
+    :param channels: channels of the stacked frames (3 per RGB frame: 9 for three frames).
+    :param emb_dim: width of the feature vector (DrQ / DrQ-v2: 50).
+    :param image_key: observation key of the frames.
+    :param image_size: ``(height, width)`` the encoder reads (an int for square images).
+    :param pixel_scale: ``1/255`` for 8-bit pixels.
+    :param pixel_shift: added after scaling (``-0.5`` centres 8-bit pixels on 0).
+    """
+
+    def __init__(
+        self,
+        channels: int = 9,
+        emb_dim: int = 50,
+        image_key: str = "obs",
+        image_size: IntPair = (84, 84),
+        pixel_scale: float = 1.0 / 255.0,
+        pixel_shift: float = -0.5,
+    ) -> None:
+        super().__init__(image_key, pixel_scale)
+        self._dim = int(emb_dim)
+        self.image_size = _pair(image_size)
+        self.pixel_shift = float(pixel_shift)
+        self.convs, layers = _conv_trunk(channels, [(32, 3, 2), (32, 3, 1), (32, 3, 1), (32, 3, 1)])
+        height, width = compute_conv_output(self.image_size, layers=layers)
+        self.fc = nn.Linear(32 * height * width, emb_dim)
+        self.norm = nn.LayerNorm(emb_dim)
+        self.apply(weight_init)
+
+    @property
+    def embedding_dim(self) -> int:
+        return self._dim
+
+    def image(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The (centre-cropped) image of ``obs_dict`` as ``x * pixel_scale + pixel_shift``."""
+        raw = obs_dict.get(self.image_key)
+        if raw is not None and raw.dim() == 4 and tuple(raw.shape[-2:]) != self.image_size:
+            obs_dict = {**obs_dict, self.image_key: center_crop_to(raw, self.image_size)}
+        return super().image(obs_dict) + self.pixel_shift
+
+    def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        features = self.convs(self.image(obs_dict)).flatten(1)
+        return torch.tanh(self.norm(self.fc(features)))
+
+
+@gin.configurable
+class DMCPixelEncoder(DrQPixelEncoder):
+    """:class:`DrQPixelEncoder` under the name and signature of the original super_sac's
+    DeepMind Control script: ``DMCPixelEncoder(inp_shape, emb_dim)``.
+
+    :param inp_shape: ``(channels, height, width)`` of the stacked frames.
+    :param emb_dim: width of the feature vector.
+    :param kwargs: further :class:`DrQPixelEncoder` settings.
+    """
+
+    def __init__(self, inp_shape: Sequence[int], emb_dim: int = 50, **kwargs: object) -> None:
+        channels, height, width = (int(v) for v in inp_shape)
+        super().__init__(channels, emb_dim, image_size=(height, width), **kwargs)
+
+
 __all__ = [
+    "DMCPixelEncoder",
+    "DrQPixelEncoder",
     "ImageAndStateEncoder",
     "ImageEncoder",
     "MinAtarEncoder",
     "NatureEncoder",
+    "center_crop_to",
     "compute_conv_output",
 ]
