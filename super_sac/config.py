@@ -262,14 +262,20 @@ class TrainConfig:
     smoothness_markov_coeff: float = 0.0
     #: embedding distance between consecutive states beyond which the smoothness penalty applies
     smoothness_markov_max_dist: float = 0.1
-    #: observation augmentation applied to sampled batches (DrQ / RAD style); None: none
+
+    # --- Data augmentation (DrQ, DrQ-v2, RAD) ---
+    #: augmenter of every sampled batch's obs/next_obs, e.g. an `AugmentationSequence`; None: none
     augmenter: Any = None
-    #: DrAC penalty on the distance between encodings of augmented and original observations
-    encoder_lambda: float = 0.0
-    #: DrAC penalty on the actor's change between augmented and original observations
-    actor_lambda: float = 0.0
-    #: fraction of each batch whose observations are augmented; None: all of it (with `augmenter`)
+    #: fraction of each batch whose obs/next_obs are augmented (the first rows); None: all of it
     aug_mix: float | None = None
+    #: weight of the encoder invariance `||phi(aug(s)) - sg(phi(s))||` added to the critic loss
+    encoder_lambda: float = 0.0
+    #: weight of the actor invariance `mean (log pi(a|aug) - sg(log pi(a|clean)))^2`, a ~ pi(clean)
+    actor_lambda: float = 0.0
+    #: DrQ's K: TD target averaged over this many independent augmentations of next_obs
+    aug_target_samples: int = 1
+    #: DrQ's M: critic loss averaged over this many independent augmentations of obs
+    aug_critic_samples: int = 1
 
     # --- Evaluation, logging and saving ---
     #: evaluate the deterministic policy every this many steps of each phase (and at its end)

@@ -26,6 +26,7 @@ import torch
 from super_sac import learning, sunrise
 from super_sac import learning_utils as lu
 from super_sac.agent import Agent
+from super_sac.augmented_batch import augment_batch, fresh_view
 from super_sac.optim import ParamGroup, build_optimizer
 from super_sac.replay import Batch
 
@@ -147,6 +148,9 @@ class Learner:
                 target_noise_std=target_noise_std,
                 target_noise_clip=cfg.exploration_update_clip,
                 pop=cfg.pop,
+                extra_next_obs=self.extra_views(batch, "next_obs", cfg.aug_target_samples),
+                extra_obs=self.extra_views(batch, "obs", cfg.aug_critic_samples),
+                encoder_lambda=cfg.encoder_lambda,
             )
         self.critic_updates += 1
         if self.critic_updates % cfg.target_delay == 0:
@@ -174,6 +178,7 @@ class Learner:
                 self.actor_optimizer,
                 alpha=alpha,
                 actor_q_reduction=cfg.actor_q_reduction,
+                actor_lambda=cfg.actor_lambda,
             )
         if self.alpha_optimizer is not None:
             logs.update(self._tune_alpha(logs["actor/log_prob"]))
@@ -208,6 +213,7 @@ class Learner:
             adv_samples=cfg.afbc_adv_samples,
             critic_reduction=cfg.afbc_critic_reduction,
             importance_weights=importance_weights,
+            actor_lambda=cfg.actor_lambda,
         )
         self._after_actor_update()
         return logs
@@ -223,11 +229,31 @@ class Learner:
         """One behavioral cloning update: the log-likelihood of the batch's actions, through the
         actor and the encoder (no target networks move)."""
         logs = learning.offline_actor_update(
-            self.agent, batch, self.bc_optimizer, adv_filter="none", train_encoder=True
+            self.agent,
+            batch,
+            self.bc_optimizer,
+            adv_filter="none",
+            train_encoder=True,
+            actor_lambda=self.cfg.actor_lambda,
         )
         logs.pop("actor/advantages")  # zeros: no critic is evaluated
         self.actor_updates += 1
         return logs
+
+    def augment(self, batch: Batch) -> Batch:
+        """``batch`` with its first ``int(B * aug_mix)`` samples augmented by ``augmenter``
+        (:func:`super_sac.augmented_batch.augment_batch`); ``batch`` itself without augmenter."""
+        if self.cfg.augmenter is None:
+            return batch
+        return augment_batch(batch, self.cfg.augmenter, self.cfg.aug_mix)
+
+    def extra_views(self, batch: Batch, which: str, samples: int) -> list[dict[str, torch.Tensor]]:
+        """DrQ's ``samples - 1`` further augmentations of ``batch``'s ``which`` ("obs" or
+        "next_obs"), each drawn independently and mixed like the batch's own; none without an
+        augmented batch."""
+        if samples <= 1 or batch.views is None:
+            return []
+        return [fresh_view(batch.views, self.cfg.augmenter, which) for _ in range(samples - 1)]
 
     def _after_actor_update(self) -> None:
         self.actor_updates += 1

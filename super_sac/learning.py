@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -15,7 +17,11 @@ from super_sac.agent import Agent
 from super_sac.optim import optimizer_step
 from super_sac.replay import Batch
 
+if TYPE_CHECKING:
+    from super_sac.augmented_batch import AugmentedViews
+
 Logs = dict[str, torch.Tensor]
+Obs = dict[str, torch.Tensor]
 
 
 def make_target_agent(agent: Agent) -> Agent:
@@ -57,6 +63,7 @@ def compute_td_target(
     use_target_actor: bool = False,
     target_noise_std: float = 0.0,
     target_noise_clip: float | None = None,
+    next_obs: Obs | None = None,
 ) -> torch.Tensor:
     """The TD target ``(B, 1)`` for SAC, TD3 and DDPG.
 
@@ -67,7 +74,8 @@ def compute_td_target(
     ``y = R + gamma^k (1 - done) min_M Q'(s', clip(mu'(s') + clip(eps, -c, c), -1, 1))``
     with ``eps ~ N(0, target_noise_std^2)`` (Fujimoto et al. 2018; DDPG sets the std to 0).
     ``min_M`` is over a random subset of ``target_critic_ensemble_n`` target critics (REDQ).
-    Discrete agents use :func:`compute_discrete_td_target`.
+    Discrete agents use :func:`compute_discrete_td_target`. ``next_obs`` replaces
+    ``batch.next_obs`` (one of DrQ's extra augmentations of it).
     """
     if agent.discrete:
         return compute_discrete_td_target(
@@ -76,8 +84,9 @@ def compute_td_target(
             batch,
             alpha=alpha,
             target_critic_ensemble_n=target_critic_ensemble_n,
+            next_obs=next_obs,
         )
-    next_rep = target_agent.encoder(batch.next_obs)
+    next_rep = target_agent.encoder(batch.next_obs if next_obs is None else next_obs)
     actor = target_agent.actor if use_target_actor else agent.actor
     if agent.stochastic:
         next_action, next_log_prob = actor(next_rep).rsample_with_log_prob()
@@ -99,6 +108,7 @@ def compute_discrete_td_target(
     *,
     alpha: torch.Tensor,
     target_critic_ensemble_n: int,
+    next_obs: Obs | None = None,
 ) -> torch.Tensor:
     """SAC-Discrete's TD target ``(B, 1)`` (Christodoulou 2019, eq. 10), exact over next actions:
 
@@ -106,8 +116,9 @@ def compute_discrete_td_target(
 
     with ``pi`` the online actor on target-encoded ``s'`` and ``min_M`` the minimum over a random
     subset of ``target_critic_ensemble_n`` target critics, taken per action (REDQ).
+    ``next_obs`` replaces ``batch.next_obs``.
     """
-    next_rep = target_agent.encoder(batch.next_obs)
+    next_rep = target_agent.encoder(batch.next_obs if next_obs is None else next_obs)
     dist = agent.actor(next_rep)
     next_q = lu.random_subset_min(target_agent.critic(next_rep), target_critic_ensemble_n)
     next_value = lu.discrete_soft_value(next_q, dist.probs, dist.logits, alpha)
@@ -134,6 +145,9 @@ def critic_update(
     target_noise_std: float = 0.0,
     target_noise_clip: float | None = None,
     pop: bool = False,
+    extra_next_obs: Sequence[Obs] = (),
+    extra_obs: Sequence[Obs] = (),
+    encoder_lambda: float = 0.0,
 ) -> Logs:
     """Regress every critic on the TD target (see :func:`compute_td_target`).
 
@@ -142,27 +156,104 @@ def critic_update(
     statistics first moves them towards the batch's targets (rescaling the online and target
     output layers when ``pop``) and then regresses its normalised outputs on normalised targets.
 
-    :return: ``critic/loss``, ``critic/q_mean``, ``critic/target_mean``,
-        ``critic/abs_td_error`` (per sample, mean over critics; new replay priorities) and
-        ``critic/member_mse`` (each critic's weighted mean squared TD error, ``(num_critics,)``;
-        without PopArt the loss is their mean).
+    DrQ (Kostrikov et al. 2020, eqs. 3-4): the target is the mean of the targets from
+    ``batch.next_obs`` and the ``K - 1`` further augmentations ``extra_next_obs``
+    (:func:`~super_sac.learning_utils.averaged_td_target`), and the loss is the mean of the
+    losses on ``batch.obs`` and the ``M - 1`` further augmentations ``extra_obs`` (evaluated as
+    one batch of ``M B`` samples). ``encoder_lambda > 0`` adds ``encoder_lambda *
+    ||phi(aug(s)) - sg(phi(s))||`` (:func:`~super_sac.learning_utils.encoder_invariance_loss`)
+    on the batch's views (``batch.views``, set by an augmenter).
+
+    :return: ``critic/loss`` (with the invariance term), ``critic/q_mean``,
+        ``critic/target_mean``, ``critic/abs_td_error`` (per sample, mean over critics; new
+        replay priorities), ``critic/member_mse`` (each critic's weighted mean squared TD error,
+        ``(num_critics,)``; without PopArt and invariance the loss is their mean) -- all on the
+        batch's own observations --, and ``critic/encoder_invariance`` when it is used.
     """
-    target = compute_td_target(
+    targets = [
+        compute_td_target(
+            agent,
+            target_agent,
+            batch,
+            alpha=alpha,
+            target_critic_ensemble_n=target_critic_ensemble_n,
+            use_target_actor=use_target_actor,
+            target_noise_std=target_noise_std,
+            target_noise_clip=target_noise_clip,
+            next_obs=next_obs,
+        )
+        for next_obs in (None, *extra_next_obs)
+    ]
+    target = lu.averaged_td_target(targets)
+    copies = 1 + len(extra_obs)
+    rep = agent.encoder(stack_views([batch.obs, *extra_obs]) if copies > 1 else batch.obs)
+    loss, q = critic_regression(
         agent,
         target_agent,
-        batch,
-        alpha=alpha,
-        target_critic_ensemble_n=target_critic_ensemble_n,
-        use_target_actor=use_target_actor,
-        target_noise_std=target_noise_std,
-        target_noise_clip=target_noise_clip,
+        rep,
+        repeat_rows(batch.action, copies),
+        repeat_rows(target, copies),
+        repeat_rows(batch.weights, copies),
+        pop=pop,
     )
-    rep = agent.encoder(batch.obs)
-    loss, q = critic_regression(
-        agent, target_agent, rep, batch.action, target, batch.weights, pop=pop
-    )
+    batch_size = batch.action.shape[0]
+    q = q[:, :batch_size]
+    logs: Logs = {}
+    if encoder_lambda > 0 and batch.views is not None:
+        own_rep = rep[:batch_size] if batch.obs is batch.views.aug_obs else None
+        invariance = encoder_invariance(agent, batch.views, own_rep)
+        loss = loss + encoder_lambda * invariance
+        logs["critic/encoder_invariance"] = invariance.detach()
     optimizer_step(optimizer, loss)
-    return critic_logs(loss, q, target.unsqueeze(0), batch.weights)
+    return critic_logs(loss, q, target.unsqueeze(0), batch.weights) | logs
+
+
+def stack_views(views: Sequence[Obs]) -> Obs:
+    """Several observation dicts of ``B`` samples each, concatenated into one of ``len * B``."""
+    return {key: torch.cat([view[key] for view in views]) for key in views[0]}
+
+
+def repeat_rows(x: torch.Tensor, copies: int) -> torch.Tensor:
+    """``copies`` copies of ``x`` stacked along the batch dimension (``x`` itself for one)."""
+    return x if copies == 1 else torch.cat([x] * copies)
+
+
+def encoder_invariance(
+    agent: Agent, views: AugmentedViews, aug_rep: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``||phi(aug(s)) - sg(phi(s))||`` over the whole batch
+    (:func:`~super_sac.learning_utils.encoder_invariance_loss`); gradients reach the encoder
+    through the augmented features only. ``aug_rep``: ``phi(views.aug_obs)`` when the caller
+    already has it."""
+    with torch.no_grad():
+        clean_rep = agent.encoder(views.clean_obs)
+    if aug_rep is None:
+        aug_rep = agent.encoder(views.aug_obs)
+    return lu.encoder_invariance_loss(aug_rep, clean_rep)
+
+
+def action_invariance(
+    agent: Agent, views: AugmentedViews, aug_rep: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The actor's invariance to augmentation, on detached features (the encoder learns from
+    the critic only): stochastic and discrete actors
+    ``mean_b (log pi(a_b|phi(aug(s_b))) - sg(log pi(a_b|phi(s_b))))^2`` with ``a_b`` drawn from
+    the clean policy (:func:`~super_sac.learning_utils.action_invariance_loss`), deterministic
+    actors the squared distance of their actions
+    (:func:`~super_sac.learning_utils.deterministic_action_invariance_loss`). ``aug_rep``:
+    ``phi(views.aug_obs)`` when the caller already has it."""
+    with torch.no_grad():
+        clean_rep = agent.encoder(views.clean_obs)
+        if aug_rep is None:
+            aug_rep = agent.encoder(views.aug_obs)
+        clean_policy = agent.actor(clean_rep)
+    if not (agent.stochastic or agent.discrete):
+        return lu.deterministic_action_invariance_loss(agent.actor(aug_rep.detach()), clean_policy)
+    with torch.no_grad():
+        action = clean_policy.sample()
+        clean_log_prob = clean_policy.log_prob(action).reshape(-1, 1)
+    aug_log_prob = agent.actor(aug_rep.detach()).log_prob(action).reshape(-1, 1)
+    return lu.action_invariance_loss(aug_log_prob, clean_log_prob)
 
 
 def critic_regression(
@@ -230,6 +321,7 @@ def online_actor_update(
     *,
     alpha: torch.Tensor,
     actor_q_reduction: str = "min",
+    actor_lambda: float = 0.0,
 ) -> Logs:
     """Policy-gradient actor update through the critics.
 
@@ -246,9 +338,13 @@ def online_actor_update(
     this function; the library keeps the encoder a critic-only module (Yarats et al. 2019 found
     actor gradients through the encoder harmful for pixel SAC).
 
-    :return: ``actor/loss``, ``actor/q`` and, for stochastic actors, ``actor/log_prob``
-        (the batch mean of ``log pi`` -- for discrete actors the exact ``sum_a pi log pi`` --,
-        self-normalised by the weights, which :func:`alpha_update` consumes).
+    ``actor_lambda > 0`` adds ``actor_lambda`` times the actor's invariance to augmentation on
+    the batch's views (:func:`action_invariance`; needs ``batch.views``, set by an augmenter).
+
+    :return: ``actor/loss`` (with the invariance term), ``actor/q``, for stochastic actors
+        ``actor/log_prob`` (the batch mean of ``log pi`` -- for discrete actors the exact
+        ``sum_a pi log pi`` --, self-normalised by the weights, which :func:`alpha_update`
+        consumes), and ``actor/action_invariance`` when it is used.
     """
     with torch.no_grad():
         rep = agent.encoder(batch.obs)
@@ -269,6 +365,11 @@ def online_actor_update(
         action = agent.actor(rep)
         q = lu.reduce_critics(agent.critic(rep, action, detach_params=True), actor_q_reduction)
         loss = lu.deterministic_actor_loss(q, weights)
+    if actor_lambda > 0 and batch.views is not None:
+        own_rep = rep if batch.obs is batch.views.aug_obs else None
+        invariance = action_invariance(agent, batch.views, own_rep)
+        loss = loss + actor_lambda * invariance
+        logs["actor/action_invariance"] = invariance.detach()
     optimizer_step(optimizer, loss)
     logs["actor/loss"] = loss.detach()
     logs["actor/q"] = q.detach().mean()
@@ -318,6 +419,7 @@ def offline_actor_update(
     critic_reduction: str = "min",
     importance_weights: torch.Tensor | None = None,
     train_encoder: bool = False,
+    actor_lambda: float = 0.0,
 ) -> Logs:
     """Advantage-filtered behavioral cloning (AFBC) on dataset actions.
 
@@ -343,10 +445,13 @@ def offline_actor_update(
     :param train_encoder: let the loss train the encoder (behavioral cloning without critics,
         where the encoder would otherwise never learn); otherwise the actor sees detached
         features, as in the policy-gradient update.
-    :return: ``actor/afbc_loss``, ``actor/log_prob_data`` (mean log-likelihood of the dataset
-        actions), ``actor/adv_mean``, ``actor/filter_mean`` (mean filter weight: the
-        fraction kept by the binary filter) and ``actor/advantages`` (per sample, ``(B,)``;
-        the AFBC trick's new priorities come from them).
+    :param actor_lambda: weight of the actor's invariance to augmentation on the batch's views
+        (:func:`action_invariance`, on detached features; needs ``batch.views``).
+    :return: ``actor/afbc_loss`` (with the invariance term), ``actor/log_prob_data`` (mean
+        log-likelihood of the dataset actions), ``actor/adv_mean``, ``actor/filter_mean`` (mean
+        filter weight: the fraction kept by the binary filter), ``actor/advantages`` (per sample,
+        ``(B,)``; the AFBC trick's new priorities come from them) and
+        ``actor/action_invariance`` when it is used.
     """
     with torch.set_grad_enabled(train_encoder):
         rep = agent.encoder(batch.obs)
@@ -366,6 +471,12 @@ def offline_actor_update(
         loss_weights = loss_weights * importance_weights
     log_prob = agent.actor(rep).log_prob(batch.action).reshape(-1, 1)
     loss = lu.afbc_actor_loss(log_prob, loss_weights)
+    logs: Logs = {}
+    if actor_lambda > 0 and batch.views is not None:
+        own_rep = rep if batch.obs is batch.views.aug_obs else None
+        invariance = action_invariance(agent, batch.views, own_rep)
+        loss = loss + actor_lambda * invariance
+        logs["actor/action_invariance"] = invariance.detach()
     optimizer_step(optimizer, loss)
     return {
         "actor/afbc_loss": loss.detach(),
@@ -373,6 +484,7 @@ def offline_actor_update(
         "actor/adv_mean": adv.mean(),
         "actor/filter_mean": weights.mean(),
         "actor/advantages": adv.reshape(-1),
+        **logs,
     }
 
 

@@ -154,6 +154,50 @@ def critic_loss(
     return sq_err.mean()
 
 
+def averaged_td_target(targets: list[torch.Tensor]) -> torch.Tensor:
+    """DrQ's target (Kostrikov et al. 2020, eq. 3): the mean of the TD targets ``(B, 1)`` computed
+    from ``K = len(targets)`` independently augmented next observations,
+    ``y = 1/K sum_k [R + gamma^n (1 - done) V(aug_k(s'))]``; ``K = 1`` is the plain target."""
+    if len(targets) == 1:
+        return targets[0]
+    return torch.stack(targets).mean(dim=0)
+
+
+def encoder_invariance_loss(aug_rep: torch.Tensor, clean_rep: torch.Tensor) -> torch.Tensor:
+    """Encoder invariance to augmentation: ``||phi(aug(s)) - sg(phi(s))||``, the Frobenius norm
+    of the whole ``(B, D)`` difference of the features of augmented and clean observations,
+    the clean ones detached (Raileanu et al. 2021's DrAC regularises the same way; the scale --
+    a norm over the batch, neither squared nor averaged -- is the original super_sac's, so its
+    ``encoder_lambda`` values keep their meaning).
+
+    :param aug_rep: ``(B, D)`` features of the augmented observations (gradients flow).
+    :param clean_rep: ``(B, D)`` features of the clean observations (treated as constants).
+    """
+    return torch.linalg.vector_norm(aug_rep - clean_rep.detach())
+
+
+def action_invariance_loss(
+    aug_log_prob: torch.Tensor, clean_log_prob: torch.Tensor
+) -> torch.Tensor:
+    """Policy invariance to augmentation (the original super_sac's ``actor_lambda`` term, in the
+    spirit of DrAC, Raileanu et al. 2021): ``mean_b (log pi(a_b|phi(aug(s_b)))
+    - sg(log pi(a_b|phi(s_b))))^2`` for actions ``a_b`` drawn from the clean policy.
+
+    :param aug_log_prob: ``(B, 1)`` log-probabilities under the augmented observations.
+    :param clean_log_prob: ``(B, 1)`` log-probabilities under the clean ones (detached).
+    """
+    return (aug_log_prob - clean_log_prob.detach()).pow(2).mean()
+
+
+def deterministic_action_invariance_loss(
+    aug_action: torch.Tensor, clean_action: torch.Tensor
+) -> torch.Tensor:
+    """Action invariance of a deterministic actor: the squared distance
+    ``mean_b ||mu(phi(aug(s_b))) - sg(mu(phi(s_b)))||^2`` between its actions ``(B, A)`` on
+    augmented and clean observations."""
+    return (aug_action - clean_action.detach()).pow(2).sum(dim=-1).mean()
+
+
 BACKUP_WEIGHT_TYPES = ("sunrise", "softmax")
 
 

@@ -140,7 +140,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ updates
     def _sample(self) -> Batch:
-        return self.buffer.sample(self.cfg.batch_size, device=self.device)
+        """A batch from the buffer, augmented when an augmenter is set."""
+        return self.learner.augment(self.buffer.sample(self.cfg.batch_size, device=self.device))
 
     def update(self, phase: str = "online") -> None:
         """One step's updates: ``critic_updates_per_step`` critic updates (with prioritized
@@ -211,6 +212,7 @@ class Trainer:
         for i in range(cfg.afbc_actor_updates_per_step):
             if self.afbc_index is not None:
                 batch, _ = self.afbc_index.sample(self.buffer, cfg.batch_size, self.device)
+                batch = self.learner.augment(batch)
             elif not (cfg.reuse_replay_dicts and i == 0 and batch is not None):
                 batch = self._sample()
             out = self.learner.afbc_step(batch)
@@ -486,9 +488,11 @@ def super_sac(
     afbc_max_weight: float = 20.0,
     afbc_adv_samples: int = 4,
     augmenter: Any = None,
+    aug_mix: float | None = None,
     encoder_lambda: float = 0.0,
     actor_lambda: float = 0.0,
-    aug_mix: float | None = None,
+    aug_target_samples: int = 1,
+    aug_critic_samples: int = 1,
     render: bool = False,
     video_interval: int = 0,
     eval_interval: int = 5_000,

@@ -52,7 +52,9 @@ class SessionStart:
 
 def hparams(trainer: Trainer) -> dict[str, Any]:
     """The resolved settings of the loop and the agent, JSON-friendly."""
-    out = {k: v for k, v in dataclasses.asdict(trainer.cfg).items() if k != "augmenter"}
+    cfg = trainer.cfg
+    out = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name != "augmenter"}
+    out["augmenter"] = None if cfg.augmenter is None else type(cfg.augmenter).__name__
     out.update(agent=trainer.agent.signature(), buffer_size=trainer.buffer.size)
     out["num_envs"] = trainer.num_envs
     return out

@@ -33,9 +33,6 @@ _NOT_YET = {
     "inverse_markov_coeff": (0.0, "Markov state abstraction losses"),
     "contrastive_markov_coeff": (0.0, "Markov state abstraction losses"),
     "smoothness_markov_coeff": (0.0, "Markov state abstraction losses"),
-    "augmenter": (None, "data augmentation"),
-    "encoder_lambda": (0.0, "augmentation-invariance regularisation"),
-    "actor_lambda": (0.0, "augmentation-invariance regularisation"),
 }
 
 
@@ -251,6 +248,7 @@ def validate_config(
             "2 of 10 for REDQ)",
         )
     _validate_ensemble(cfg, agent)
+    _validate_augmentation(cfg, agent)
     if cfg.pop and getattr(agent.critic, "popart", None) is None:
         raise _err(
             "pop = True",
@@ -398,8 +396,8 @@ def _validate_unused_settings(cfg: TrainConfig) -> None:
             f"aug_mix = {cfg.aug_mix}",
             "it has no effect: no augmenter is set (super_sac.augmenter = None), so no "
             "observation is augmented",
-            "remove the aug_mix binding (or set an augmenter once super_sac implements "
-            "augmentation)",
+            "remove the aug_mix binding, or set an augmenter (e.g. super_sac.augmenter = "
+            "@super_sac.augmentations.AugmentationSequence())",
         )
     max_dist = cfg.smoothness_markov_max_dist
     if cfg.smoothness_markov_coeff == 0 and max_dist != _default("smoothness_markov_max_dist"):
@@ -424,6 +422,62 @@ def _validate_unused_settings(cfg: TrainConfig) -> None:
             f"save_best = {cfg.save_best!r}",
             f"it has no effect with {why}: no best weights are saved",
             "set save_to_disk = True and eval_episodes >= 1, or remove the save_best binding",
+        )
+
+
+_AUG_SETTINGS = ("encoder_lambda", "actor_lambda", "aug_target_samples", "aug_critic_samples")
+
+
+def _active_aug_settings(cfg: TrainConfig) -> list[str]:
+    """``name = value`` of the augmentation settings that ask for more than the default."""
+    return [
+        f"{key} = {getattr(cfg, key)!r}"
+        for key in _AUG_SETTINGS
+        if getattr(cfg, key) != _default(key)
+    ]
+
+
+def _validate_augmentation(cfg: TrainConfig, agent: Agent) -> None:
+    """The augmenter and what builds on it: invariance weights, DrQ's K and M."""
+    if cfg.augmenter is not None and not callable(cfg.augmenter):
+        raise _err(
+            f"augmenter = {cfg.augmenter!r}",
+            "the augmenter must be callable as augmenter(obs, next_obs) -> (obs, next_obs)",
+            "bind an augmentation object, e.g. super_sac.augmenter = "
+            "@super_sac.augmentations.AugmentationSequence() (note the parentheses), or None",
+        )
+    for key in ("encoder_lambda", "actor_lambda"):
+        if getattr(cfg, key) < 0:
+            raise _err(
+                f"{key} = {getattr(cfg, key)}",
+                "an invariance weight must be >= 0",
+                f"use 0 (off) or a positive weight such as 0.1 for {key}",
+            )
+    for key in ("aug_target_samples", "aug_critic_samples"):
+        if getattr(cfg, key) < 1:
+            raise _err(
+                f"{key} = {getattr(cfg, key)}",
+                "the number of augmentations averaged must be >= 1",
+                f"set {key} = 1 (one augmentation: DrQ-v2, RAD) or e.g. 2 (DrQ)",
+            )
+    active = _active_aug_settings(cfg)
+    if active and cfg.augmenter is None:
+        raise _err(
+            ", ".join(active),
+            "these settings build on augmented observations, but no augmenter is set "
+            "(super_sac.augmenter = None)",
+            "set super_sac.augmenter (e.g. @super_sac.augmentations.AugmentationSequence()), "
+            "or put them back to their defaults (lambdas 0, aug_target_samples = "
+            "aug_critic_samples = 1)",
+        )
+    if active and agent.ensemble_size > 1:
+        raise _err(
+            ", ".join(active),
+            f"SUNRISE ensembles (Agent.ensemble_size = {agent.ensemble_size}) do not support "
+            "the invariance losses or DrQ's extra augmentations yet (their batches are "
+            "augmented like any other)",
+            "set Agent.ensemble_size = 1, or keep the lambdas at 0 and aug_target_samples = "
+            "aug_critic_samples = 1",
         )
 
 

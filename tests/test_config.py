@@ -98,7 +98,7 @@ def test_every_setting_has_a_group_and_a_meaning():
     assert [d.name for d in docs] == [f.name for f in dataclasses.fields(TrainConfig)]
     assert all(d.meaning and len(d.meaning) < 100 for d in docs)
     groups = list(dict.fromkeys(d.group for d in docs))
-    assert len(groups) == 9
+    assert len(groups) == 10
     assert groups[0].startswith("Schedule") and groups[-1] == "Run control"
 
 

@@ -361,7 +361,7 @@ def test_wrong_action_size_and_unimplemented_loop_features():
         _run(agent=Agent(2, nets.FlatEncoder(3), hidden_size=8))
     with pytest.raises(ConfigError, match="num_steps_offline = 10.*buffer is empty.*load_dataset"):
         _run(num_steps_offline=10)
-    with pytest.raises(NotImplementedError, match="augmenter"):
+    with pytest.raises(ConfigError, match="augmenter = <object.*must be callable"):
         _run(augmenter=object())
 
 

@@ -10,6 +10,7 @@ vectorized numpy. Saving and loading (:mod:`super_sac.replay.persistence`) and o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import gin
 import gymnasium
@@ -28,6 +29,9 @@ from super_sac.replay.offline import _OfflineDataMixin
 from super_sac.replay.persistence import _PersistenceMixin
 from super_sac.replay.segment_tree import MinTree, SumTree
 
+if TYPE_CHECKING:
+    from super_sac.augmented_batch import AugmentedViews
+
 __all__ = ["Batch", "ReplayBuffer"]
 
 
@@ -44,6 +48,8 @@ class Batch:
     :param discount: ``(B, 1)`` float32 bootstrap factor ``gamma ** k``.
     :param weights: ``(B, 1)`` float32 importance weights (ones for uniform sampling).
     :param idxs: ``(B,)`` int64 buffer slots, for :meth:`ReplayBuffer.update_priorities`.
+    :param views: with an augmenter, the clean and augmented views of the batch
+        (:func:`super_sac.augmented_batch.augment_batch`); ``None`` for a batch as sampled.
     """
 
     obs: dict[str, torch.Tensor]
@@ -54,6 +60,7 @@ class Batch:
     discount: torch.Tensor
     weights: torch.Tensor
     idxs: np.ndarray
+    views: AugmentedViews | None = None
 
 
 @gin.configurable(module="super_sac.replay")  # gin name kept from the single-module days

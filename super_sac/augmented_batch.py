@@ -1,0 +1,137 @@
+"""Augmented replay batches: which rows of a sampled batch are augmented, and the views kept for
+the invariance losses and DrQ's extra augmentations.
+
+An augmenter follows the interface of :class:`super_sac.augmentations.AugmentationSequence`:
+``augmenter(obs)`` returns one new observation dict, ``augmenter(obs, next_obs)`` a tuple of two;
+image keys come back as float32 in the input's value range (possibly smaller, for RAD's crops),
+other keys pass through, and the inputs are never modified. :func:`augment_batch` gives the first
+``int(B * aug_mix)`` samples of a batch the augmented ``obs`` and ``next_obs`` and leaves the rest
+clean, as the original super_sac mixed them (Grigsby's ``sample_move_and_augment``); the clean rows
+are converted to the augmented dtype and centre-cropped to the augmented size when the
+augmentation crops (RAD, Laskin et al. 2020, evaluates on centre crops the same way).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from super_sac.replay import Batch
+
+try:  # the augmentation catalogue (its own module); a minimal stand-in keeps this one importable
+    from super_sac.augmentations import center_crop
+except ImportError:  # pragma: no cover - exercised only without super_sac.augmentations
+
+    def center_crop(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+        """The centre ``size = (h, w)`` window of ``(B, C, H, W)`` images (a view, no copy)."""
+        height, width = images.shape[-2:]
+        top, left = (height - size[0]) // 2, (width - size[1]) // 2
+        return images[..., top : top + size[0], left : left + size[1]]
+
+
+Obs = dict[str, torch.Tensor]
+Augmenter = Callable[..., Any]
+
+__all__ = [
+    "AugmentedViews",
+    "augment_batch",
+    "augmented_rows",
+    "center_crop",
+    "fresh_view",
+    "match_view",
+    "mix_views",
+]
+
+
+@dataclasses.dataclass
+class AugmentedViews:
+    """The views of one sampled batch that augmentation produced.
+
+    :param source_obs: the sampled observations, unmodified (fresh augmentations start here).
+    :param source_next_obs: the sampled next observations, unmodified.
+    :param clean_obs: ``source_obs`` as the encoder sees un-augmented images: the augmented
+        dtype, centre-cropped to the augmented size.
+    :param clean_next_obs: the same for ``source_next_obs``.
+    :param aug_obs: the whole batch augmented (every row, whatever ``aug_mix``).
+    :param aug_next_obs: the whole batch's next observations augmented.
+    :param rows: how many leading rows of the batch's ``obs`` / ``next_obs`` are augmented.
+    """
+
+    source_obs: Obs
+    source_next_obs: Obs
+    clean_obs: Obs
+    clean_next_obs: Obs
+    aug_obs: Obs
+    aug_next_obs: Obs
+    rows: int
+
+
+def augmented_rows(batch_size: int, aug_mix: float | None) -> int:
+    """How many leading rows of a batch are augmented: ``int(B * aug_mix)``, all for ``None``."""
+    return batch_size if aug_mix is None else int(batch_size * aug_mix)
+
+
+def match_view(clean: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """``clean`` converted to ``like``'s dtype and, for images whose augmentation changed the
+    size, centre-cropped to ``like``'s height and width (never modified in place)."""
+    if clean.dtype != like.dtype:
+        clean = clean.to(like.dtype)
+    if clean.ndim == 4 and clean.shape[-2:] != like.shape[-2:]:
+        clean = center_crop(clean, tuple(like.shape[-2:]))
+    return clean
+
+
+def _clean_views(source: Obs, augmented: Obs) -> Obs:
+    return {k: v if augmented[k] is v else match_view(v, augmented[k]) for k, v in source.items()}
+
+
+def mix_views(clean: Obs, augmented: Obs, rows: int) -> Obs:
+    """The first ``rows`` samples of every key from ``augmented``, the rest from ``clean`` (both
+    of the same shapes and dtypes, see :func:`match_view`). ``augmented`` itself when every row
+    is augmented, else a new dict; no tensor is modified."""
+    if rows >= next(iter(augmented.values())).shape[0]:
+        return augmented
+    out: Obs = {}
+    for key, aug in augmented.items():
+        batch_size = aug.shape[0]
+        if rows >= batch_size or aug is clean[key]:
+            out[key] = aug
+        elif rows <= 0:
+            out[key] = clean[key]
+        else:
+            out[key] = torch.cat([aug[:rows], clean[key][rows:]])
+    return out
+
+
+def augment_batch(batch: Batch, augmenter: Augmenter, aug_mix: float | None) -> Batch:
+    """A new :class:`~super_sac.replay.Batch` whose first ``int(B * aug_mix)`` samples (all for
+    ``None``) carry augmented ``obs`` and ``next_obs`` and whose other samples stay clean, with
+    the views of :class:`AugmentedViews` in ``batch.views``. ``batch`` is left as it was."""
+    aug_obs, aug_next_obs = augmenter(batch.obs, batch.next_obs)
+    clean_obs = _clean_views(batch.obs, aug_obs)
+    clean_next_obs = _clean_views(batch.next_obs, aug_next_obs)
+    rows = augmented_rows(batch.action.shape[0], aug_mix)
+    views = AugmentedViews(
+        batch.obs, batch.next_obs, clean_obs, clean_next_obs, aug_obs, aug_next_obs, rows
+    )
+    return dataclasses.replace(
+        batch,
+        obs=mix_views(clean_obs, aug_obs, rows),
+        next_obs=mix_views(clean_next_obs, aug_next_obs, rows),
+        views=views,
+    )
+
+
+def fresh_view(views: AugmentedViews, augmenter: Augmenter, which: str) -> Obs:
+    """A new, independently drawn augmentation of the batch's ``"obs"`` or ``"next_obs"``, mixed
+    with the clean rows like the batch's own (DrQ's extra target and critic augmentations)."""
+    if which == "obs":
+        source, clean = views.source_obs, views.clean_obs
+    elif which == "next_obs":
+        source, clean = views.source_next_obs, views.clean_next_obs
+    else:
+        raise ValueError(f"which must be 'obs' or 'next_obs', got {which!r}")
+    return mix_views(clean, augmenter(source), views.rows)
