@@ -19,18 +19,8 @@ from typing import Any
 
 import torch
 
+from super_sac.augmentations import center_crop
 from super_sac.replay import Batch
-
-try:  # the augmentation catalogue (its own module); a minimal stand-in keeps this one importable
-    from super_sac.augmentations import center_crop
-except ImportError:  # pragma: no cover - exercised only without super_sac.augmentations
-
-    def center_crop(images: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-        """The centre ``size = (h, w)`` window of ``(B, C, H, W)`` images (a view, no copy)."""
-        height, width = images.shape[-2:]
-        top, left = (height - size[0]) // 2, (width - size[1]) // 2
-        return images[..., top : top + size[0], left : left + size[1]]
-
 
 Obs = dict[str, torch.Tensor]
 Augmenter = Callable[..., Any]
@@ -39,7 +29,6 @@ __all__ = [
     "AugmentedViews",
     "augment_batch",
     "augmented_rows",
-    "center_crop",
     "fresh_view",
     "match_view",
     "mix_views",

@@ -4,7 +4,8 @@ import gin
 import pytest
 import torch
 
-from super_sac.nets.cnns import DMCPixelEncoder, DrQPixelEncoder, center_crop_to
+from super_sac.augmentations import center_crop
+from super_sac.nets.cnns import DMCPixelEncoder, DrQPixelEncoder
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -44,10 +45,10 @@ def test_larger_images_are_centre_cropped_to_the_built_size():
     enc = DrQPixelEncoder(3, image_size=(84, 84))
     big = _frames(channels=3, size=100)
     crop = big[..., 8:92, 8:92]
-    assert torch.equal(center_crop_to(big, (84, 84)), crop)
+    assert torch.equal(center_crop(big, (84, 84)), crop)
     assert torch.allclose(enc({"obs": big}), enc({"obs": crop.contiguous()}))
     odd = torch.arange(5 * 5).reshape(1, 1, 5, 5)
-    assert center_crop_to(odd, (2, 2)).flatten().tolist() == [6, 7, 11, 12]
+    assert center_crop(odd, (2, 2)).flatten().tolist() == [6, 7, 11, 12]
     with pytest.raises(ValueError, match="smaller than the 84x84"):
         enc({"obs": _frames(channels=3, size=64)})
 

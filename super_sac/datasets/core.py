@@ -76,7 +76,8 @@ def _obs_dict(obs: np.ndarray | dict[str, np.ndarray], key: str = "obs") -> dict
 
 
 def _scaler(low: np.ndarray, high: np.ndarray) -> ActionScaler:
-    return ActionScaler(spaces.Box(np.asarray(low, np.float64), np.asarray(high, np.float64)))
+    low, high = np.asarray(low, np.float64), np.asarray(high, np.float64)
+    return ActionScaler(spaces.Box(low, high, dtype=np.float64))
 
 
 def _normalize_actions(action: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:

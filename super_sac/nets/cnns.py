@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from super_sac.augmentations import center_crop
 from super_sac.nets import Encoder, weight_init
 
 IntPair = int | tuple[int, int]
@@ -247,22 +248,17 @@ class ImageAndStateEncoder(ImageEncoder):
         return self.mix(torch.cat((image, state), dim=-1))
 
 
-def center_crop_to(image: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """The central ``size = (h, w)`` window of ``(B, C, H, W)`` images (a view, no copy); when
-    ``H - h`` is odd the extra row is cut at the bottom (the same for columns).
-
-    :raises ValueError: when the image is smaller than ``size``.
-    """
+def _fit_crop(image: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """The centre ``size`` window of images larger than the encoder was built for (RAD trains on
+    random crops and acts on whole frames). :raises ValueError: for smaller images."""
     height, width = image.shape[-2:]
-    h, w = size
-    if height < h or width < w:
+    if height < size[0] or width < size[1]:
         raise ValueError(
-            f"images of {height}x{width} are smaller than the {h}x{w} the encoder was built "
-            "for. Fix: build the encoder with image_size=(H, W) of the observations, or render "
-            "larger frames."
+            f"images of {height}x{width} are smaller than the {size[0]}x{size[1]} the encoder "
+            "was built for. Fix: build the encoder with image_size=(H, W) of the observations, "
+            "or render larger frames."
         )
-    top, left = (height - h) // 2, (width - w) // 2
-    return image[..., top : top + h, left : left + w]
+    return center_crop(image, size)
 
 
 @gin.configurable
@@ -313,7 +309,7 @@ class DrQPixelEncoder(ImageEncoder):
         """The (centre-cropped) image of ``obs_dict`` as ``x * pixel_scale + pixel_shift``."""
         raw = obs_dict.get(self.image_key)
         if raw is not None and raw.dim() == 4 and tuple(raw.shape[-2:]) != self.image_size:
-            obs_dict = {**obs_dict, self.image_key: center_crop_to(raw, self.image_size)}
+            obs_dict = {**obs_dict, self.image_key: _fit_crop(raw, self.image_size)}
         return super().image(obs_dict) + self.pixel_shift
 
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -343,6 +339,5 @@ __all__ = [
     "ImageEncoder",
     "MinAtarEncoder",
     "NatureEncoder",
-    "center_crop_to",
     "compute_conv_output",
 ]
