@@ -16,6 +16,7 @@ worker processes on this machine, the default) and ray (Ray Tune; pip install "s
 from __future__ import annotations
 
 import argparse
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -40,6 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--gin_bindings", action="append", default=[], help="repeatable")
     run.add_argument(
         "--script", default=None, help="training script (default: experiments/gym/train_gym.py)"
+    )
+    run.add_argument(
+        "--script_args",
+        default="",
+        help="further options of the training script for every trial, one quoted string, "
+        'e.g. "--action_repeat 8 --fast_render"',
     )
     run.add_argument("--backend", choices=["local", "ray"], default="local")
     run.add_argument("--workers", type=int, default=1, help="trials at a time (local backend)")
@@ -86,7 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "run":
         grid = Grid.make(
-            args.configs, args.envs, args.seeds, args.steps, args.gin_bindings, args.script
+            args.configs,
+            args.envs,
+            args.seeds,
+            args.steps,
+            args.gin_bindings,
+            args.script,
+            shlex.split(args.script_args),
         )
         sweep_dir = Path(args.root) / args.name
         script = args.script or ROOT / "experiments" / "gym" / "train_gym.py"

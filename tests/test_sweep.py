@@ -627,3 +627,19 @@ def test_ray_sweep_stopped_part_way_restores_its_tune_experiment(tmp_path):
     assert (folder / "seed_0" / "sweep.log").read_text().count("# attempt") == 1  # not rerun
     assert (folder / "seed_1" / "sweep.log").read_text().count("# attempt") == 2
     assert not (tmp_path / "s" / ".ray").exists()
+
+
+def test_script_args_reach_every_trial_and_the_manifest(tmp_path):
+    from super_sac.sweep.grid import Grid, GridMismatchError, write_manifest
+    from super_sac.sweep.local import trial_argv
+
+    extra = ["--action_repeat", "8", "--fast_render"]
+    grid = Grid.make(["drqv2.gin"], ["cartpole-swingup"], "0", steps=10, script_args=extra)
+    trial = grid.trials(tmp_path)[0]
+    argv = trial_argv(grid, trial, threads=1)
+    assert argv[-2:] == ["--threads", "1"] and argv[-5:-2] == extra
+    assert argv[:4] == ["--config", "drqv2.gin", "--env", "cartpole-swingup"]
+    assert Grid.from_json(grid.to_json()) == grid
+    write_manifest(tmp_path, grid)
+    with pytest.raises(GridMismatchError, match="script_args"):
+        write_manifest(tmp_path, Grid.make(["drqv2.gin"], ["cartpole-swingup"], "0", steps=10))

@@ -79,6 +79,12 @@ def dmc_parser(description: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("--domain", default="cartpole", help="dm_control suite domain")
     p.add_argument("--task", default="swingup", help="task of the domain")
+    p.add_argument(
+        "--env",
+        default=None,
+        help="domain and task in one id, 'cartpole-swingup' or 'dmc:cartpole-swingup' (overrides "
+        "--domain/--task; what experiments/sweep.py --envs passes)",
+    )
     add_common_args(p, default_config="drqv2.gin")
     add_dmc_args(p)
     add_dataset_args(p, required=False)

@@ -448,6 +448,13 @@ def train_dmc(
     :return: the summary dict of :func:`super_sac.super_sac`.
     """
     args = dmc_parser(description).parse_args(argv)
+    if args.env is not None:
+        from super_sac.envs.dmc import UnknownDMCTaskError, parse_dmc_id
+
+        try:
+            args.domain, args.task = parse_dmc_id(args.env)
+        except UnknownDMCTaskError as err:
+            raise UnknownEnvError(str(err)) from None
     if args.name is None and not args.resume:
         args.name = f"{Path(args.config).stem}_{args.domain}_{args.task}"
     return run(

@@ -112,6 +112,7 @@ class Grid:
     steps: int | None = None
     gin_bindings: tuple[str, ...] = ()
     script: str | None = None
+    script_args: tuple[str, ...] = ()  # further options of the script, passed to every trial
 
     @classmethod
     def make(
@@ -122,8 +123,13 @@ class Grid:
         steps: int | None = None,
         gin_bindings: Sequence[str] = (),
         script: str | None = None,
+        script_args: Sequence[str] = (),
     ) -> Grid:
         """Check and build a grid (``seeds`` as for :func:`parse_seeds`).
+
+        :param script_args: options of the training script given to every trial, e.g.
+            ``["--action_repeat", "8", "--fast_render"]`` (a resumed trial takes its env options
+            from its run directory, so the script may ignore them there).
 
         :raises ValueError: for an empty list, a repeated entry, or two configs (or envs) that
             would share a folder.
@@ -150,6 +156,7 @@ class Grid:
             steps,
             tuple(gin_bindings),
             script,
+            tuple(script_args),
         )
 
     def trials(self, sweep_dir: str | os.PathLike) -> list[Trial]:
@@ -171,6 +178,7 @@ class Grid:
             "steps": self.steps,
             "gin_bindings": list(self.gin_bindings),
             "script": self.script,
+            **({"script_args": list(self.script_args)} if self.script_args else {}),
         }
 
     @classmethod
@@ -182,6 +190,7 @@ class Grid:
             data.get("steps"),
             data.get("gin_bindings", ()),
             data.get("script"),
+            data.get("script_args", ()),
         )
 
 

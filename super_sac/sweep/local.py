@@ -76,6 +76,7 @@ def trial_argv(grid: Grid, trial: Trial, threads: int | None = None) -> list[str
         argv += ["--steps", str(grid.steps)]
     for binding in grid.gin_bindings:
         argv += ["--gin_bindings", binding]
+    argv += list(grid.script_args)
     if threads:
         argv += ["--threads", str(threads)]
     return argv
