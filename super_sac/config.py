@@ -252,8 +252,10 @@ class TrainConfig:
     afbc_per: bool = False
 
     # --- Representation learning (not implemented yet: keep the defaults) ---
-    #: DR3 penalty on the dot product of critic features at (s, a) and (s', a') (Kumar et al. 2021)
+    #: weight of DR3's critic-feature penalty `mean phi(s, a) . phi(s', a')` (Kumar et al. 2021)
     dr3_coeff: float = 0.0
+    #: log `critic/feature_dot` also when `dr3_coeff = 0` (one more critic forward per update)
+    log_feature_dot: bool = False
     #: Markov state abstraction's inverse-dynamics loss (Allen et al. 2021)
     inverse_markov_coeff: float = 0.0
     #: Markov state abstraction's contrastive loss (real vs. shuffled transitions)

@@ -135,6 +135,8 @@ class Learner:
                 weight_type=cfg.weight_type,
                 masks=self.bootstrap_masks(batch),
                 pop=cfg.pop,
+                dr3_coeff=cfg.dr3_coeff,
+                log_feature_dot=cfg.log_feature_dot,
             )
         else:
             logs = learning.critic_update(
@@ -151,6 +153,8 @@ class Learner:
                 extra_next_obs=self.extra_views(batch, "next_obs", cfg.aug_target_samples),
                 extra_obs=self.extra_views(batch, "obs", cfg.aug_critic_samples),
                 encoder_lambda=cfg.encoder_lambda,
+                dr3_coeff=cfg.dr3_coeff,
+                log_feature_dot=cfg.log_feature_dot,
             )
         self.critic_updates += 1
         if self.critic_updates % cfg.target_delay == 0:

@@ -7,7 +7,7 @@ import copy
 import functools
 import inspect
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
@@ -22,6 +22,22 @@ if TYPE_CHECKING:
 
 Logs = dict[str, torch.Tensor]
 Obs = dict[str, torch.Tensor]
+
+
+class Backup(NamedTuple):
+    """A TD target and the next step it bootstrapped from (what DR3 needs without encoding
+    ``s'`` again).
+
+    :param target: ``(B, 1)`` (SUNRISE: ``(E, B, 1)``).
+    :param next_rep: ``s'`` encoded by the target encoder, ``(B, D)``, without gradient.
+    :param next_action: ``a'``, the action the backup evaluated the target critics at
+        (``(B, A)``; SUNRISE ``(E, B, A)``), or ``None`` for discrete agents, whose backup is an
+        exact expectation over every next action.
+    """
+
+    target: torch.Tensor
+    next_rep: torch.Tensor
+    next_action: torch.Tensor | None
 
 
 def make_target_agent(agent: Agent) -> Agent:
@@ -52,7 +68,6 @@ def evaluate_critics(
     return critic(state, action).index_select(0, subset)
 
 
-@torch.no_grad()
 def compute_td_target(
     agent: Agent,
     target_agent: Agent,
@@ -65,7 +80,35 @@ def compute_td_target(
     target_noise_clip: float | None = None,
     next_obs: Obs | None = None,
 ) -> torch.Tensor:
-    """The TD target ``(B, 1)`` for SAC, TD3 and DDPG.
+    """The TD target ``(B, 1)`` of :func:`td_backup` (same arguments)."""
+    return td_backup(
+        agent,
+        target_agent,
+        batch,
+        alpha=alpha,
+        target_critic_ensemble_n=target_critic_ensemble_n,
+        use_target_actor=use_target_actor,
+        target_noise_std=target_noise_std,
+        target_noise_clip=target_noise_clip,
+        next_obs=next_obs,
+    ).target
+
+
+@torch.no_grad()
+def td_backup(
+    agent: Agent,
+    target_agent: Agent,
+    batch: Batch,
+    *,
+    alpha: torch.Tensor,
+    target_critic_ensemble_n: int,
+    use_target_actor: bool = False,
+    target_noise_std: float = 0.0,
+    target_noise_clip: float | None = None,
+    next_obs: Obs | None = None,
+) -> Backup:
+    """The TD target ``(B, 1)`` for SAC, TD3 and DDPG, with the ``s'`` features and the ``a'``
+    it used (:class:`Backup`).
 
     ``s'`` is encoded by the target encoder; ``a'`` comes from the target actor when the
     algorithm has one (TD3, DDPG) or else from the online actor (SAC). Stochastic actors give
@@ -78,7 +121,7 @@ def compute_td_target(
     ``batch.next_obs`` (one of DrQ's extra augmentations of it).
     """
     if agent.discrete:
-        return compute_discrete_td_target(
+        return discrete_td_backup(
             agent,
             target_agent,
             batch,
@@ -97,10 +140,10 @@ def compute_td_target(
     subset = lu.random_subset(agent.num_critics, target_critic_ensemble_n, next_rep.device)
     next_q = evaluate_critics(target_agent.critic, next_rep, next_action, subset).amin(dim=0)
     next_value = lu.soft_value(next_q, next_log_prob, alpha) if agent.stochastic else next_q
-    return lu.td_target(batch.reward, batch.done, batch.discount, next_value)
+    target = lu.td_target(batch.reward, batch.done, batch.discount, next_value)
+    return Backup(target, next_rep, next_action)
 
 
-@torch.no_grad()
 def compute_discrete_td_target(
     agent: Agent,
     target_agent: Agent,
@@ -110,7 +153,29 @@ def compute_discrete_td_target(
     target_critic_ensemble_n: int,
     next_obs: Obs | None = None,
 ) -> torch.Tensor:
-    """SAC-Discrete's TD target ``(B, 1)`` (Christodoulou 2019, eq. 10), exact over next actions:
+    """The TD target ``(B, 1)`` of :func:`discrete_td_backup` (same arguments)."""
+    return discrete_td_backup(
+        agent,
+        target_agent,
+        batch,
+        alpha=alpha,
+        target_critic_ensemble_n=target_critic_ensemble_n,
+        next_obs=next_obs,
+    ).target
+
+
+@torch.no_grad()
+def discrete_td_backup(
+    agent: Agent,
+    target_agent: Agent,
+    batch: Batch,
+    *,
+    alpha: torch.Tensor,
+    target_critic_ensemble_n: int,
+    next_obs: Obs | None = None,
+) -> Backup:
+    """SAC-Discrete's TD target ``(B, 1)`` (Christodoulou 2019, eq. 10), exact over next actions
+    (:class:`Backup` with ``next_action = None``):
 
     ``y = R + gamma^k (1 - done) sum_a' pi(a'|s') [min_M Q'(s', a') - alpha log pi(a'|s')]``
 
@@ -122,7 +187,8 @@ def compute_discrete_td_target(
     dist = agent.actor(next_rep)
     next_q = lu.random_subset_min(target_agent.critic(next_rep), target_critic_ensemble_n)
     next_value = lu.discrete_soft_value(next_q, dist.probs, dist.logits, alpha)
-    return lu.td_target(batch.reward, batch.done, batch.discount, next_value)
+    target = lu.td_target(batch.reward, batch.done, batch.discount, next_value)
+    return Backup(target, next_rep, None)
 
 
 def critic_values(agent: Agent, rep: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
@@ -131,6 +197,73 @@ def critic_values(agent: Agent, rep: torch.Tensor, action: torch.Tensor) -> torc
     if agent.discrete:
         return lu.gather_actions(agent.critic(rep), action)
     return agent.critic(rep, action)
+
+
+def critic_values_and_features(
+    agent: Agent, rep: torch.Tensor, action: torch.Tensor, *, normalized: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`critic_values` (PopArt's normalised outputs with ``normalized``) and every critic's
+    penultimate features from the same pass, ``(N, B, hidden)`` (see :func:`critic_features`)."""
+    if agent.discrete:
+        q_all, features = agent.critic(rep, return_features=True)
+        return lu.gather_actions(q_all, action), features
+    return agent.critic(rep, action, normalized=normalized, return_features=True)
+
+
+def critic_features(agent: Agent, rep: torch.Tensor, action: torch.Tensor | None) -> torch.Tensor:
+    """Every critic's penultimate features ``(N, B, hidden)`` (after the last hidden ReLU):
+    ``phi_i(s, a)`` for continuous critics (``action`` ``(B, A)``, or ``(G, B, A)`` per group of
+    critics); ``phi_i(s)`` for discrete critics, whose output layer maps one state feature to
+    every action's value (``action`` is ignored)."""
+    if agent.discrete:
+        return agent.critic.features(rep)
+    return agent.critic.features(rep, action)
+
+
+def dr3_regularizer(
+    agent: Agent,
+    features: torch.Tensor,
+    backup: Backup,
+    dr3_coeff: float,
+) -> tuple[torch.Tensor | None, Logs]:
+    """DR3 (Kumar et al. 2021, "DR3: Value-Based Deep Reinforcement Learning Requires Explicit
+    Regularization", arXiv 2112.04716, eq. 5):
+    ``dr3_coeff * mean_k mean_b phi_k(s_b, a_b) . phi_k(s'_b, a'_b)``.
+
+    ``phi_k`` is critic ``k``'s penultimate feature vector (after the last hidden ReLU, before
+    the output layer, so PopArt's normalisation does not touch it). ``phi(s, a)`` comes from the
+    critic update's own forward pass (``features``): its gradient reaches the critics and the
+    online encoder. ``phi(s', a')`` is evaluated by the same *online* critics -- the paper's
+    regulariser is a function of the Q-network's parameters at both pairs, so both receive
+    gradient -- at ``s'`` encoded by the target encoder without gradient and ``a'`` the action
+    the TD backup used (:class:`Backup`). Discrete critics use ``phi(s)`` and ``phi(s')``
+    (:func:`critic_features`), as the paper's DQN-style networks do. Over an ensemble the
+    term is the mean of every critic's own term (:func:`~super_sac.learning_utils.feature_dot`).
+    The term is not scaled by replay priorities' importance weights or bootstrap masks.
+
+    The original super_sac also evaluates the online critics at ``(s', a')`` from the target
+    encoder, with gradient, but adds the term before dividing the whole critic loss by the
+    number of critics, so its ``dr3_coeff`` acts as ``dr3_coeff / num_critics`` of ours (0.01
+    there is 0.005 here with two critics).
+
+    :param features: ``(N, B, hidden)`` ``phi(s, a)`` of the batch's own rows.
+    :param backup: the backup of the same batch (``s'`` features and ``a'``).
+    :param dr3_coeff: weight of the term; 0 computes only the logged dot product (no gradient,
+        an extra forward pass of the critics on ``(s', a')``).
+    :return: the term (``None`` when ``dr3_coeff`` is 0) and its logs: ``critic/feature_dot``
+        (the mean dot product) and, with a weight, ``critic/dr3_loss`` (weight times it).
+    """
+    with torch.set_grad_enabled(dr3_coeff > 0 and torch.is_grad_enabled()):
+        next_features = critic_features(agent, backup.next_rep, backup.next_action)
+    if dr3_coeff == 0:
+        features = features.detach()
+    dot = lu.feature_dot(features, next_features).mean()
+    logs: Logs = {"critic/feature_dot": dot.detach()}
+    if dr3_coeff == 0:
+        return None, logs
+    term = dr3_coeff * dot
+    logs["critic/dr3_loss"] = term.detach()
+    return term, logs
 
 
 def critic_update(
@@ -148,8 +281,10 @@ def critic_update(
     extra_next_obs: Sequence[Obs] = (),
     extra_obs: Sequence[Obs] = (),
     encoder_lambda: float = 0.0,
+    dr3_coeff: float = 0.0,
+    log_feature_dot: bool = False,
 ) -> Logs:
-    """Regress every critic on the TD target (see :func:`compute_td_target`).
+    """Regress every critic on the TD target (see :func:`td_backup`).
 
     The encoder is trained through this loss only. ``batch.weights`` (prioritized replay's
     importance weights, ones otherwise) scale each sample's squared error. A critic with PopArt
@@ -164,14 +299,20 @@ def critic_update(
     ||phi(aug(s)) - sg(phi(s))||`` (:func:`~super_sac.learning_utils.encoder_invariance_loss`)
     on the batch's views (``batch.views``, set by an augmenter).
 
-    :return: ``critic/loss`` (with the invariance term), ``critic/q_mean``,
+    ``dr3_coeff > 0`` adds DR3's feature co-adaptation penalty (:func:`dr3_regularizer`) on the
+    batch's own rows and its ``batch.next_obs`` backup; ``log_feature_dot`` logs the feature
+    dot product without the penalty (one extra forward pass of the critics).
+
+    :return: ``critic/loss`` (with the invariance and DR3 terms), ``critic/q_mean``,
         ``critic/target_mean``, ``critic/abs_td_error`` (per sample, mean over critics; new
         replay priorities), ``critic/member_mse`` (each critic's weighted mean squared TD error,
-        ``(num_critics,)``; without PopArt and invariance the loss is their mean) -- all on the
-        batch's own observations --, and ``critic/encoder_invariance`` when it is used.
+        ``(num_critics,)``; without PopArt, invariance and DR3 the loss is their mean) -- all on
+        the batch's own observations --, ``critic/encoder_invariance`` when it is used, and
+        ``critic/feature_dot`` (with DR3 or ``log_feature_dot``) and ``critic/dr3_loss`` (with
+        DR3) from :func:`dr3_regularizer`.
     """
-    targets = [
-        compute_td_target(
+    backups = [
+        td_backup(
             agent,
             target_agent,
             batch,
@@ -184,10 +325,11 @@ def critic_update(
         )
         for next_obs in (None, *extra_next_obs)
     ]
-    target = lu.averaged_td_target(targets)
+    target = lu.averaged_td_target([backup.target for backup in backups])
     copies = 1 + len(extra_obs)
     rep = agent.encoder(stack_views([batch.obs, *extra_obs]) if copies > 1 else batch.obs)
-    loss, q = critic_regression(
+    with_dot = dr3_coeff > 0 or log_feature_dot
+    loss, q, features = critic_regression(
         agent,
         target_agent,
         rep,
@@ -195,10 +337,15 @@ def critic_update(
         repeat_rows(target, copies),
         repeat_rows(batch.weights, copies),
         pop=pop,
+        return_features=with_dot,
     )
     batch_size = batch.action.shape[0]
     q = q[:, :batch_size]
     logs: Logs = {}
+    if with_dot:
+        term, logs = dr3_regularizer(agent, features[:, :batch_size], backups[0], dr3_coeff)
+        if term is not None:
+            loss = loss + term
     if encoder_lambda > 0 and batch.views is not None:
         own_rep = rep[:batch_size] if batch.obs is batch.views.aug_obs else None
         invariance = encoder_invariance(agent, batch.views, own_rep)
@@ -265,8 +412,10 @@ def critic_regression(
     weights: torch.Tensor,
     *,
     pop: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The critic loss of :func:`super_sac.learning_utils.critic_loss` and the critics' values.
+    return_features: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The critic loss of :func:`super_sac.learning_utils.critic_loss`, the critics' values and,
+    with ``return_features``, their penultimate features from the same pass (for DR3).
 
     Without PopArt the critics' values ``(K, B, 1)`` regress on ``target`` directly. A critic
     with PopArt statistics (``Agent.auto_rescale_targets``) first moves them towards the targets
@@ -276,16 +425,24 @@ def critic_regression(
 
     :param target: ``(B, 1)`` shared by every critic, or ``(K, B, 1)``.
     :param weights: ``(B, 1)`` or ``(K, B, 1)`` per-sample weights of the squared errors.
-    :return: the loss and the critics' (unnormalised) values ``(K, B, 1)``.
+    :param return_features: also return the features ``(K, B, hidden)`` (else ``None``).
+    :return: the loss, the critics' (unnormalised) values ``(K, B, 1)`` and the features.
     """
     stats = getattr(agent.critic, "popart", None)
+    features = None
     if stats is None:
-        q = critic_values(agent, rep, action)
-        return lu.critic_loss(q, target, weights), q
+        if return_features:
+            q, features = critic_values_and_features(agent, rep, action)
+        else:
+            q = critic_values(agent, rep, action)
+        return lu.critic_loss(q, target, weights), q, features
     update_popart(agent, target_agent, target, pop)
-    normalized = agent.critic(rep, action, normalized=True)
+    if return_features:
+        normalized, features = critic_values_and_features(agent, rep, action, normalized=True)
+    else:
+        normalized = agent.critic(rep, action, normalized=True)
     loss = lu.critic_loss(normalized, stats.normalize(target), weights)
-    return loss, stats.unnormalize(normalized)
+    return loss, stats.unnormalize(normalized), features
 
 
 def critic_logs(

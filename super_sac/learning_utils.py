@@ -176,6 +176,19 @@ def encoder_invariance_loss(aug_rep: torch.Tensor, clean_rep: torch.Tensor) -> t
     return torch.linalg.vector_norm(aug_rep - clean_rep.detach())
 
 
+def feature_dot(features: torch.Tensor, next_features: torch.Tensor) -> torch.Tensor:
+    """DR3's feature co-adaptation of each critic (Kumar et al. 2021, arXiv 2112.04716, eq. 5):
+    ``mean_b phi_k(s_b, a_b) . phi_k(s'_b, a'_b)``, the batch mean of the dot products of each
+    critic's penultimate features at a transition's state-action pair and at its next pair.
+
+    :param features: ``(K, B, H)`` features ``phi_k(s, a)`` of ``K`` critics.
+    :param next_features: ``(K, B, H)`` features ``phi_k(s', a')``.
+    :return: ``(K,)``, one value per critic. DR3's regulariser over an ensemble is their mean
+        (each critic regularised by its own term, averaged like the critics' TD losses).
+    """
+    return (features * next_features).sum(dim=-1).mean(dim=-1)
+
+
 def action_invariance_loss(
     aug_log_prob: torch.Tensor, clean_log_prob: torch.Tensor
 ) -> torch.Tensor:

@@ -456,6 +456,7 @@ def super_sac(
     pop: bool = False,
     popart_beta: float = 1e-4,
     dr3_coeff: float = 0.0,
+    log_feature_dot: bool = False,
     inverse_markov_coeff: float = 0.0,
     contrastive_markov_coeff: float = 0.0,
     smoothness_markov_coeff: float = 0.0,

@@ -13,7 +13,14 @@ import torch
 
 from super_sac import learning_utils as lu
 from super_sac.agent import Agent
-from super_sac.learning import Logs, critic_logs, critic_regression, evaluate_critics
+from super_sac.learning import (
+    Backup,
+    Logs,
+    critic_logs,
+    critic_regression,
+    dr3_regularizer,
+    evaluate_critics,
+)
 from super_sac.optim import optimizer_step
 from super_sac.replay import Batch
 
@@ -23,7 +30,6 @@ def _member_view(agent: Agent, q: torch.Tensor) -> torch.Tensor:
     return q.view(agent.ensemble_size, -1, *q.shape[1:])
 
 
-@torch.no_grad()
 def compute_ensemble_td_target(
     agent: Agent,
     target_agent: Agent,
@@ -34,6 +40,31 @@ def compute_ensemble_td_target(
     weighted_bellman_temp: float | None = None,
     weight_type: str = "sunrise",
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The targets ``(E, B, 1)`` and backup weights of :func:`ensemble_td_backup` (same
+    arguments)."""
+    backup, weights = ensemble_td_backup(
+        agent,
+        target_agent,
+        batch,
+        alpha=alpha,
+        target_critic_ensemble_n=target_critic_ensemble_n,
+        weighted_bellman_temp=weighted_bellman_temp,
+        weight_type=weight_type,
+    )
+    return backup.target, weights
+
+
+@torch.no_grad()
+def ensemble_td_backup(
+    agent: Agent,
+    target_agent: Agent,
+    batch: Batch,
+    *,
+    alpha: torch.Tensor,
+    target_critic_ensemble_n: int,
+    weighted_bellman_temp: float | None = None,
+    weight_type: str = "sunrise",
+) -> tuple[Backup, torch.Tensor | None]:
     """Each member's soft TD target and SUNRISE's backup weights.
 
     Member ``e`` samples ``a'_e ~ pi_e(s')`` and gets
@@ -44,7 +75,9 @@ def compute_ensemble_td_target(
     :func:`super_sac.learning_utils.backup_weights`.
 
     :param alpha: the members' entropy coefficients, ``(E,)``.
-    :return: targets ``(E, B, 1)`` and backup weights ``(B, 1)`` (or ``None``).
+    :return: a :class:`~super_sac.learning.Backup` (targets ``(E, B, 1)``, the target-encoded
+        ``s'`` and the members' ``a'_e`` ``(E, B, A)``; ``None`` for discrete members) and the
+        backup weights ``(B, 1)`` (or ``None``).
     """
     num_members = agent.ensemble_size
     next_rep = target_agent.encoder(batch.next_obs)
@@ -74,7 +107,8 @@ def compute_ensemble_td_target(
         )
     next_q = next_q_sub.amin(dim=1)  # (E, B, 1)
     next_value = lu.soft_value(next_q, next_log_prob, alpha.view(-1, 1, 1))
-    return lu.td_target(batch.reward, batch.done, batch.discount, next_value), weights
+    target = lu.td_target(batch.reward, batch.done, batch.discount, next_value)
+    return Backup(target, next_rep, next_action), weights
 
 
 def _discrete_ensemble_td_target(
@@ -87,8 +121,8 @@ def _discrete_ensemble_td_target(
     target_critic_ensemble_n: int,
     weighted_bellman_temp: float | None,
     weight_type: str,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """:func:`compute_ensemble_td_target` for SAC-Discrete members: member ``e``'s value is the
+) -> tuple[Backup, torch.Tensor | None]:
+    """:func:`ensemble_td_backup` for SAC-Discrete members: member ``e``'s value is the
     exact expectation ``sum_a pi_e(a|s') [min_M Q'_e(s', a) - alpha_e log pi_e(a|s')]``; the
     backup weights use the spread of the target critics' expected values ``sum_a pi_e Q'_{e,i}``,
     each member's critics under that member's policy."""
@@ -105,7 +139,8 @@ def _discrete_ensemble_td_target(
     next_value = lu.discrete_soft_value(
         next_q_sub.amin(dim=1), probs, log_probs, alpha.view(-1, 1, 1)
     )
-    return lu.td_target(batch.reward, batch.done, batch.discount, next_value), weights
+    target = lu.td_target(batch.reward, batch.done, batch.discount, next_value)
+    return Backup(target, next_rep, None), weights
 
 
 def ensemble_critic_update(
@@ -120,6 +155,8 @@ def ensemble_critic_update(
     weight_type: str = "sunrise",
     masks: torch.Tensor | None = None,
     pop: bool = False,
+    dr3_coeff: float = 0.0,
+    log_feature_dot: bool = False,
 ) -> Logs:
     """SUNRISE's critic update: every member's critics regress on that member's target.
 
@@ -131,11 +168,16 @@ def ensemble_critic_update(
     (``Agent.auto_rescale_targets``) every critic's statistics follow its member's targets and
     the regression is on normalised values (:func:`super_sac.learning.critic_regression`).
 
+    ``dr3_coeff > 0`` adds DR3 (:func:`super_sac.learning.dr3_regularizer`) averaged over all
+    ``E N`` critics, member ``e``'s critics evaluated at ``(s', a'_e)`` with ``a'_e`` the action
+    of that member's backup; the term ignores bootstrap masks and backup weights.
+    ``log_feature_dot`` logs the dot product without the penalty.
+
     :return: the logs of :func:`critic_update` (``critic/member_mse`` per critic of every
         member) plus ``critic/backup_weight`` (batch mean) when weighted backups are on.
     """
     num_members, n = agent.ensemble_size, agent.num_critics
-    target, backup = compute_ensemble_td_target(
+    next_step, backup = ensemble_td_backup(
         agent,
         target_agent,
         batch,
@@ -144,6 +186,7 @@ def ensemble_critic_update(
         weighted_bellman_temp=weighted_bellman_temp,
         weight_type=weight_type,
     )
+    target = next_step.target
     weights = batch.weights.unsqueeze(0)  # (1, B, 1)
     if backup is not None:
         weights = weights * backup.unsqueeze(0)
@@ -152,11 +195,24 @@ def ensemble_critic_update(
     weights = weights.expand(num_members, -1, -1).repeat_interleave(n, dim=0)  # (E*N, B, 1)
     per_critic_target = target.repeat_interleave(n, dim=0)  # (E*N, B, 1)
     rep = agent.encoder(batch.obs)
-    loss, q = critic_regression(
-        agent, target_agent, rep, batch.action, per_critic_target, weights, pop=pop
+    with_dot = dr3_coeff > 0 or log_feature_dot
+    loss, q, features = critic_regression(
+        agent,
+        target_agent,
+        rep,
+        batch.action,
+        per_critic_target,
+        weights,
+        pop=pop,
+        return_features=with_dot,
     )
+    dot_logs: Logs = {}
+    if with_dot:
+        term, dot_logs = dr3_regularizer(agent, features, next_step, dr3_coeff)
+        if term is not None:
+            loss = loss + term
     optimizer_step(optimizer, loss)
-    logs = critic_logs(loss, q, per_critic_target, batch.weights)
+    logs = critic_logs(loss, q, per_critic_target, batch.weights) | dot_logs
     if backup is not None:
         logs["critic/backup_weight"] = backup.mean()
     return logs

@@ -29,7 +29,6 @@ from super_sac.wrappers import has_finite_bounds
 
 # Settings of features that other parts of the roadmap add; each must stay at its default here.
 _NOT_YET = {
-    "dr3_coeff": (0.0, "the DR3 regulariser"),
     "inverse_markov_coeff": (0.0, "Markov state abstraction losses"),
     "contrastive_markov_coeff": (0.0, "Markov state abstraction losses"),
     "smoothness_markov_coeff": (0.0, "Markov state abstraction losses"),
@@ -209,7 +208,6 @@ def validate_config(
         "checkpoint_interval",
         "keep_checkpoints",
         "critic_updates_per_step",
-        "transitions_per_online_step",
         "batch_size",
         "target_delay",
         "actor_delay",
@@ -223,6 +221,13 @@ def validate_config(
     for key in positive:
         if getattr(cfg, key) < 1:
             raise _err(f"{key} = {getattr(cfg, key)}", "must be >= 1", f"set {key} to 1 or more")
+    # 0 is unused without online steps (the original's offline-only configs bind it)
+    if cfg.transitions_per_online_step < (1 if cfg.num_steps_online > 0 else 0):
+        raise _err(
+            f"transitions_per_online_step = {cfg.transitions_per_online_step}",
+            "must be >= 1 when online steps run (0 only without them)",
+            "set transitions_per_online_step to 1 or more",
+        )
     for key in (
         "random_warmup_steps",
         "eval_episodes",
@@ -249,6 +254,7 @@ def validate_config(
         )
     _validate_ensemble(cfg, agent)
     _validate_augmentation(cfg, agent)
+    _validate_dr3(cfg, agent)
     if cfg.pop and getattr(agent.critic, "popart", None) is None:
         raise _err(
             "pop = True",
@@ -478,6 +484,27 @@ def _validate_augmentation(cfg: TrainConfig, agent: Agent) -> None:
             "augmented like any other)",
             "set Agent.ensemble_size = 1, or keep the lambdas at 0 and aug_target_samples = "
             "aug_critic_samples = 1",
+        )
+
+
+def _validate_dr3(cfg: TrainConfig, agent: Agent) -> None:
+    """DR3's weight is a non-negative number, and the critic must expose its features."""
+    if cfg.dr3_coeff < 0:
+        raise _err(
+            f"dr3_coeff = {cfg.dr3_coeff}",
+            "DR3's weight must be >= 0 (a negative weight rewards feature co-adaptation)",
+            "use 0 (off) or a positive weight such as 0.01 (the original's offline configs)",
+        )
+    wants_features = cfg.dr3_coeff > 0 or cfg.log_feature_dot
+    if wants_features and not callable(getattr(agent.critic, "features", None)):
+        setting = f"dr3_coeff = {cfg.dr3_coeff}" if cfg.dr3_coeff > 0 else "log_feature_dot = True"
+        raise _err(
+            setting,
+            f"DR3 needs the critics' penultimate features, but {type(agent.critic).__name__} has "
+            "no features() method",
+            "use super_sac.nets.mlps.ContinuousCritic / DiscreteCritic, or give the critic class "
+            "features(state, action) (discrete: features(state)) and a return_features=True "
+            "forward option returning (values, features)",
         )
 
 

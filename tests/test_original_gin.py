@@ -46,6 +46,7 @@ GYM = {
 
 def test_every_original_file_has_a_test():
     covered = set(GYM) | {"minatar_basic_online.gin", "atari_basic_online.gin"}
+    covered |= {"minatar_basic_offline.gin", "d4rl_basic_afbc.gin"}  # DR3: tests/test_dr3.py
     assert {p.name for p in ORIGINAL.glob("*.gin")} == covered
 
 

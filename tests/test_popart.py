@@ -109,7 +109,8 @@ def test_critic_update_with_popart_shares_statistics_and_preserves_target_values
     rep = batch.next_obs["obs"]
     target_q_before = target_agent.critic(rep, batch.action)
     targets = batch.reward  # about 500 +- 100
-    monkeypatch.setattr(learning, "compute_td_target", lambda *a, **k: targets)
+    backup = learning.Backup(targets, rep, batch.action)
+    monkeypatch.setattr(learning, "td_backup", lambda *a, **k: backup)
     logs = learning.critic_update(
         agent,
         target_agent,
@@ -152,7 +153,8 @@ def test_sunrise_ensemble_update_moves_every_critics_statistics_to_its_members_t
     batch = _batch(b=4)
     # member 0's targets 1, 2, 3, 4; member 1's 10, 20, 30, 40
     targets = torch.tensor([[1.0, 2.0, 3.0, 4.0], [10.0, 20.0, 30.0, 40.0]]).unsqueeze(-1)
-    monkeypatch.setattr(sunrise, "compute_ensemble_td_target", lambda *a, **k: (targets, None))
+    backup = learning.Backup(targets, batch.next_obs["obs"], None)
+    monkeypatch.setattr(sunrise, "ensemble_td_backup", lambda *a, **k: (backup, None))
     opt = optim.build_optimizer(optim.ParamGroup(list(agent.critic.parameters()), 1e-3))
     rep = batch.obs["obs"]
     target_q_before = target_agent.critic(rep, batch.action)
@@ -189,16 +191,17 @@ def test_critic_loss_is_on_normalised_values():
     target_agent = learning.make_target_agent(agent)
     batch = _batch(b=4)
     targets = torch.tensor([[1.0, 2.0, 3.0, 4.0], [10.0, 20.0, 30.0, 40.0]]).unsqueeze(-1)
-    sunrise_td = sunrise.compute_ensemble_td_target
+    sunrise_td = sunrise.ensemble_td_backup
+    backup = learning.Backup(targets, batch.next_obs["obs"], None)
     try:
-        sunrise.compute_ensemble_td_target = lambda *a, **k: (targets, None)
+        sunrise.ensemble_td_backup = lambda *a, **k: (backup, None)
         normalized_before = agent.critic(batch.obs["obs"], batch.action, normalized=True)
         opt = optim.build_optimizer(optim.ParamGroup(list(agent.critic.parameters()), 1e-3))
         logs = sunrise.ensemble_critic_update(
             agent, target_agent, batch, opt, alpha=torch.zeros(2), target_critic_ensemble_n=2
         )
     finally:
-        sunrise.compute_ensemble_td_target = sunrise_td
+        sunrise.ensemble_td_backup = sunrise_td
     stats = agent.critic.popart
     per_critic = targets.repeat_interleave(2, dim=0)
     expected = ((normalized_before - (per_critic - stats.mu) / stats.sigma) ** 2).mean()

@@ -116,3 +116,29 @@ class EnsembleMLP(nn.Module):
             if i < last:
                 x = activation(x)
         return x
+
+    def features(
+        self,
+        x: torch.Tensor,
+        detach_params: bool = False,
+        members: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The penultimate features: the last hidden layer's output after its activation,
+        ``(K, B, hidden_size)`` (the output layer is not evaluated). Arguments as in
+        :meth:`forward`."""
+        activation = torch.relu_ if self.activation is torch.relu else self.activation
+        for layer in self.layers[:-1]:
+            x = activation(layer.forward(x, detach_params, members))
+        return x
+
+    def forward_with_features(
+        self,
+        x: torch.Tensor,
+        detach_params: bool = False,
+        members: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`forward` that also returns the penultimate features it computed on the way:
+        ``(K, B, out)`` and ``(K, B, hidden_size)``, one pass (DR3 uses both). :meth:`forward`
+        itself stays a plain loop, so the ordinary path pays nothing for this one."""
+        features = self.features(x, detach_params, members)
+        return self.layers[-1].forward(features, detach_params, members), features

@@ -188,7 +188,8 @@ class ContinuousCritic(nn.Module):
         detach_params: bool = False,
         normalized: bool = False,
         members: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+        return_features: bool = False,
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Evaluate every critic (or the critics listed in ``members``).
 
         :param state: ``(B, state_space_size)``.
@@ -199,17 +200,42 @@ class ContinuousCritic(nn.Module):
             ``state`` and ``action``); the actor update uses this.
         :param normalized: return PopArt's normalised outputs instead of values.
         :param members: indices of the critics to evaluate (REDQ's target subset), or ``None``.
-        :return: ``(K, B, 1)``, ``K`` = ``num_critics`` or ``len(members)``.
+        :param return_features: also return every evaluated critic's penultimate features
+            (see :meth:`features`), computed in the same pass.
+        :return: ``(K, B, 1)``, ``K`` = ``num_critics`` or ``len(members)``; with
+            ``return_features`` the pair ``(values, features)``, features ``(K, B, hidden)``.
         """
-        k = self.num_critics if members is None else members.shape[0]
-        if action.dim() == 3:
-            action = action.repeat_interleave(k // action.shape[0], dim=0)
-            state = state.unsqueeze(0).expand(k, -1, -1)
-        x = torch.cat((state, action), dim=-1)
-        out = self.net(x, detach_params=detach_params, members=members)
+        x = self._inputs(state, action, members)
+        if return_features:
+            out, features = self.net.forward_with_features(x, detach_params, members)
+        else:
+            out = self.net(x, detach_params=detach_params, members=members)
         if self.popart is not None and not normalized:
             out = self.popart.unnormalize(out, members)
-        return out
+        return (out, features) if return_features else out
+
+    def features(
+        self,
+        state: torch.Tensor,
+        action: torch.Tensor,
+        members: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Every critic's penultimate features ``phi_i(s, a)``, ``(K, B, hidden)``: the last
+        hidden layer after its ReLU, the vector the output layer maps to ``Q_i`` (DR3, Kumar et
+        al. 2021). PopArt does not touch them: they come before the output layer. Arguments as
+        in :meth:`forward`; the output layer is not evaluated."""
+        return self.net.features(self._inputs(state, action, members), members=members)
+
+    def _inputs(
+        self, state: torch.Tensor, action: torch.Tensor, members: torch.Tensor | None
+    ) -> torch.Tensor:
+        """``[s, a]``: ``(B, S + A)``, or ``(K, B, S + A)`` when ``action`` is ``(G, B, A)``
+        (each group of ``K / G`` consecutive critics gets its own actions)."""
+        if action.dim() == 3:
+            k = self.num_critics if members is None else members.shape[0]
+            action = action.repeat_interleave(k // action.shape[0], dim=0)
+            state = state.unsqueeze(0).expand(k, -1, -1)
+        return torch.cat((state, action), dim=-1)
 
 
 @gin.configurable
@@ -273,12 +299,27 @@ class DiscreteCritic(nn.Module):
         self.net = EnsembleMLP(num_critics, state_space_size, act_space_size, hidden_size)
         self.apply(weight_init)
 
-    def forward(self, state: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
+    def forward(
+        self, state: torch.Tensor, detach_params: bool = False, return_features: bool = False
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Evaluate every critic on every action.
 
         :param state: ``(B, state_space_size)``.
         :param detach_params: block gradients to the critic's own parameters (the actor update
             uses this).
-        :return: ``(num_critics, B, act_space_size)``.
+        :param return_features: also return the penultimate features (see :meth:`features`),
+            computed in the same pass.
+        :return: ``(num_critics, B, act_space_size)``; with ``return_features`` the pair
+            ``(values, features)``, features ``(num_critics, B, hidden)``.
         """
+        if return_features:
+            return self.net.forward_with_features(state, detach_params)
         return self.net(state, detach_params=detach_params)
+
+    def features(self, state: torch.Tensor) -> torch.Tensor:
+        """Every critic's penultimate features ``phi_i(s)``, ``(num_critics, B, hidden)``: the
+        last hidden layer after its ReLU, shared by all actions (the output layer maps it to
+        every action's value at once). DR3 on a discrete critic therefore uses ``phi(s)`` and
+        ``phi(s')``, as the DR3 paper does for its DQN-style networks (Kumar et al. 2021): the
+        action selects an output row, not a feature vector."""
+        return self.net.features(state)
