@@ -3,13 +3,14 @@ against hand-computed values, where their gradients go, the heads on the agent a
 the settings' checks, exact resume, and short runs (MinAtar; the original's drqv2_markov.gin)."""
 
 import math
-import sys
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from test_augmented_updates import FakeShift
+from test_augmented_updates import _pixel_trainer as augmented_pixel_trainer
 from torch import nn
 
 from super_sac import Agent, ReplayBuffer, cli, learning, markov, nets
@@ -290,10 +291,6 @@ def test_updates_without_weights_or_without_a_trainable_encoder_warn():
 
 
 def _pixel_trainer(tmp_path, steps, resume=False, **loop):
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_augmented_updates import FakeShift
-    from test_augmented_updates import _pixel_trainer as augmented_pixel_trainer
-
     return augmented_pixel_trainer(
         tmp_path, steps, resume=resume, augmenter=FakeShift(), aug_mix=0.5, **MARKOV, **loop
     )
@@ -356,8 +353,7 @@ def _assert_saved_with_heads(summary, discrete):
 
 def test_original_drqv2_markov_gin_runs_unchanged(tmp_path):
     pytest.importorskip("dm_control")
-    sys.path.insert(0, str(ROOT / "tests"))
-    import test_dmc
+    import test_dmc  # the tests folder is importable, as for test_compat's import of test_main
 
     argv = [
         "--domain",
