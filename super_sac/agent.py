@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from super_sac import learning_utils as lu
+from super_sac.markov import MarkovHeads
 from super_sac.nets import Encoder
 from super_sac.nets.mlps import (
     ContinuousCritic,
@@ -173,6 +174,9 @@ class Agent(nn.Module):
                 )
             critic_kwargs["popart"] = True
         self.critic = critic_network_cls(state_size, act_space_size, **critic_kwargs)
+        # the Markov state abstraction's heads, attached by a loop that trains them
+        self.markov_heads: MarkovHeads | None
+        self.register_module("markov_heads", None)
         self.act_space_size = int(act_space_size)
         self.num_critics = int(num_critics)
         self.ensemble_size = int(ensemble_size)
@@ -346,6 +350,22 @@ class Agent(nn.Module):
             if isinstance(net, nn.Module) and any(True for _ in net.parameters()):
                 net.compile(**compile_kwargs)
 
+    def attach_markov_heads(self, **settings: Any) -> MarkovHeads:
+        """Give the agent the inverse-dynamics and contrastive heads of a Markov state
+        abstraction (Allen et al. 2021; :class:`super_sac.markov.MarkovHeads`) on its encoder's
+        states, if it has none yet; they are saved and loaded with the agent. The training loop
+        attaches them when ``markov_abstraction_updates_per_step > 0``.
+
+        :param settings: :class:`~super_sac.markov.MarkovHeads` settings; by default the
+            agent's action type and ``hidden_size``.
+        :return: the heads (the existing ones when already attached).
+        """
+        if self.markov_heads is None:
+            settings = {"discrete": self.discrete, "hidden_size": self.hidden_size, **settings}
+            heads = MarkovHeads(self.encoder.embedding_dim, self.act_space_size, **settings)
+            self.markov_heads = heads.to(self.device)
+        return self.markov_heads
+
     # ------------------------------------------------------------------ persistence
     def signature(self) -> dict[str, Any]:
         """The settings that fix the shapes and types of the agent's networks.
@@ -353,7 +373,7 @@ class Agent(nn.Module):
         Saved weights and checkpoints store it; loading compares it with the loading agent's own
         and refuses a mismatch with the list of differences.
         """
-        return {
+        signature = {
             "act_space_size": self.act_space_size,
             "num_critics": self.num_critics,
             "ensemble_size": self.ensemble_size,
@@ -365,6 +385,9 @@ class Agent(nn.Module):
             "beta_dist": self.beta_dist,
             "auto_rescale_targets": self.auto_rescale_targets,
         }
+        if self.markov_heads is not None:  # absent otherwise: older files stay loadable
+            signature["markov_heads"] = self.markov_heads.settings()
+        return signature
 
     # Deprecated alias of signature(), kept until every caller has switched to the public name.
     # It does not warn: callers inside the library still use it, and tests that turn warnings
@@ -385,7 +408,8 @@ class Agent(nn.Module):
         return file
 
     def load(self, path: str | os.PathLike) -> None:
-        """Load weights written by :meth:`save` (safe: ``weights_only=True``).
+        """Load weights written by :meth:`save` (safe: ``weights_only=True``). Weights saved
+        with Markov abstraction heads attach them first (:meth:`attach_markov_heads`).
 
         :raises ValueError: when the checkpoint was made by an agent of another configuration;
             the message lists the differences.
@@ -395,7 +419,10 @@ class Agent(nn.Module):
         if not file.exists():
             raise FileNotFoundError(f"no agent checkpoint at {file}")
         payload = torch.load(file, map_location=self.device, weights_only=True)
-        saved, mine = payload["signature"], self.signature()
+        saved = payload["signature"]
+        if saved.get("markov_heads") is not None:  # weights of a run that trained the heads
+            self.attach_markov_heads(**saved["markov_heads"])
+        mine = self.signature()
         diffs = [
             f"{k}: saved {saved.get(k)!r}, this agent {mine[k]!r}"
             for k in mine

@@ -251,19 +251,21 @@ class TrainConfig:
     #: draw AFBC batches with priority `(max(A, 0) + 1e-4)^0.6`, re-scored on every critic batch
     afbc_per: bool = False
 
-    # --- Representation learning (not implemented yet: keep the defaults) ---
+    # --- Representation learning: DR3 and Markov state abstraction ---
     #: weight of DR3's critic-feature penalty `mean phi(s, a) . phi(s', a')` (Kumar et al. 2021)
     dr3_coeff: float = 0.0
     #: log `critic/feature_dot` also when `dr3_coeff = 0` (one more critic forward per update)
     log_feature_dot: bool = False
-    #: Markov state abstraction's inverse-dynamics loss (Allen et al. 2021)
+    #: Markov state abstraction (Allen et al. 2021): weight of the inverse model's NLL of a (z, z')
     inverse_markov_coeff: float = 0.0
-    #: Markov state abstraction's contrastive loss (real vs. shuffled transitions)
+    #: Markov state abstraction: weight of the logistic loss, real (z, z') vs. z' shuffled in batch
     contrastive_markov_coeff: float = 0.0
-    #: Markov state abstraction's smoothness penalty on consecutive embeddings
+    #: Markov state abstraction: weight of `mean relu(norm(z' - z) / sqrt(d) - max_dist)^2`
     smoothness_markov_coeff: float = 0.0
-    #: embedding distance between consecutive states beyond which the smoothness penalty applies
+    #: the smoothness penalty's max_dist: consecutive embeddings closer than this are not penalised
     smoothness_markov_max_dist: float = 0.1
+    #: Markov abstraction updates (encoder + heads, lr encoder_lr) per offline/online step; 0: off
+    markov_abstraction_updates_per_step: int = 0
 
     # --- Data augmentation (DrQ, DrQ-v2, RAD) ---
     #: augmenter of every sampled batch's obs/next_obs, e.g. an `AugmentationSequence`; None: none

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from super_sac import learning, sunrise
+from super_sac import learning, markov, sunrise
 from super_sac import learning_utils as lu
 from super_sac.agent import Agent
 from super_sac.augmented_batch import augment_batch, fresh_view
@@ -34,7 +34,13 @@ if TYPE_CHECKING:
     from super_sac.config import TrainConfig
 
 Logs = dict[str, torch.Tensor]
-OPTIMIZER_NAMES = ("critic_optimizer", "actor_optimizer", "alpha_optimizer", "bc_optimizer")
+OPTIMIZER_NAMES = (
+    "critic_optimizer",
+    "actor_optimizer",
+    "alpha_optimizer",
+    "bc_optimizer",
+    "markov_optimizer",
+)
 
 
 class Learner:
@@ -48,6 +54,8 @@ class Learner:
     def __init__(self, agent: Agent, cfg: TrainConfig, base_seed: int = 0) -> None:
         self.cfg, self.agent, self.base_seed = cfg, agent, int(base_seed)
         self.device = agent.device
+        if cfg.markov_abstraction_updates_per_step > 0:
+            agent.attach_markov_heads()
         self.target_agent = learning.make_target_agent(agent)
         if cfg.compile:
             for networks in (agent, self.target_agent):
@@ -81,6 +89,17 @@ class Learner:
         self.actor_optimizer = build_optimizer(actor)
         # behavioral cloning trains the encoder through the actor's loss (no critic runs then)
         self.bc_optimizer = build_optimizer(actor, encoder) if cfg.bc_warmup_steps > 0 else None
+        # the Markov state abstraction trains the encoder and its heads by its own optimizer;
+        # the heads share the encoder's settings, as in the original super_sac
+        self.markov_optimizer = None
+        if cfg.markov_abstraction_updates_per_step > 0 and agent.markov_heads is not None:
+            heads = ParamGroup(
+                list(agent.markov_heads.parameters()),
+                cfg.encoder_lr,
+                cfg.encoder_l2,
+                cfg.encoder_clip,
+            )
+            self.markov_optimizer = build_optimizer(encoder, heads)
         init_log_alpha = (
             math.log(cfg.init_alpha or 1e-15)
             if cfg.init_alpha > 0 or cfg.alpha_lr > 0
@@ -243,6 +262,27 @@ class Learner:
         logs.pop("actor/advantages")  # zeros: no critic is evaluated
         self.actor_updates += 1
         return logs
+
+    def markov_step(self, batch: Batch) -> Logs:
+        """One Markov state abstraction update of the encoder and the heads on ``batch``
+        (:func:`super_sac.markov.markov_abstraction_update`, Allen et al. 2021).
+
+        :raises RuntimeError: when the loop trains no abstraction
+            (``markov_abstraction_updates_per_step = 0``).
+        """
+        cfg, agent = self.cfg, self.agent
+        if self.markov_optimizer is None or agent.markov_heads is None:
+            raise RuntimeError("markov_step needs markov_abstraction_updates_per_step > 0")
+        return markov.markov_abstraction_update(
+            agent.encoder,
+            agent.markov_heads,
+            batch,
+            self.markov_optimizer,
+            inverse_coeff=cfg.inverse_markov_coeff,
+            contrastive_coeff=cfg.contrastive_markov_coeff,
+            smoothness_coeff=cfg.smoothness_markov_coeff,
+            max_dist=cfg.smoothness_markov_max_dist,
+        )
 
     def augment(self, batch: Batch) -> Batch:
         """``batch`` with its first ``int(B * aug_mix)`` samples augmented by ``augmenter``

@@ -41,8 +41,10 @@ class Backup(NamedTuple):
 
 
 def make_target_agent(agent: Agent) -> Agent:
-    """A frozen copy of ``agent`` whose parameters follow it by Polyak averaging."""
-    target = copy.deepcopy(agent)
+    """A frozen copy of ``agent`` whose parameters follow it by Polyak averaging. Markov
+    abstraction heads are not copied (no target uses them): the copy has none."""
+    heads = agent.markov_heads
+    target = copy.deepcopy(agent, memo={id(heads): None} if heads is not None else None)
     target.requires_grad_(False)
     target.eval()
     return target

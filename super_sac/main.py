@@ -146,7 +146,8 @@ class Trainer:
     def update(self, phase: str = "online") -> None:
         """One step's updates: ``critic_updates_per_step`` critic updates (with prioritized
         replay, the batches' new priorities; with ``afbc_per`` in a phase that runs AFBC, the
-        batches' new advantage priorities), then every ``actor_delay`` steps the actor:
+        batches' new advantage priorities), ``markov_abstraction_updates_per_step`` Markov
+        state abstraction updates of the encoder, then every ``actor_delay`` steps the actor:
         ``pg_actor_updates_per_step`` policy-gradient updates (online, ``use_pg_update_online``;
         each followed by alpha's) and/or ``afbc_actor_updates_per_step`` AFBC updates (offline,
         or online with ``use_afbc_update_online``). An online step without policy-gradient
@@ -169,6 +170,7 @@ class Trainer:
                 self.afbc_index.update(
                     batch.idxs, adv_estimator.advantage_priorities(learner.advantage(batch))
                 )
+        batch = self.markov_updates(logs, batch)
         if use_pg and self.step % cfg.actor_delay == 0:
             for i in range(cfg.pg_actor_updates_per_step):
                 if not (cfg.reuse_replay_dicts and i == 0 and batch is not None):
@@ -187,6 +189,22 @@ class Trainer:
             self.learner.track_finite(logs["alpha/loss"])
         self.learner.fold_finite()
         self.last_logs = logs
+
+    def markov_updates(self, logs: dict[str, torch.Tensor], batch: Batch | None) -> Batch | None:
+        """``markov_abstraction_updates_per_step`` Markov state abstraction updates (Allen et
+        al. 2021) of the encoder and its heads, after the critics' (as the original super_sac
+        ran them), in the offline and the online phase. The first may reuse the critics' last
+        ``batch`` (``reuse_replay_dicts``); the others sample (and augment) their own.
+
+        :return: the last batch used (the actor's update may reuse it).
+        """
+        cfg = self.cfg
+        for i in range(cfg.markov_abstraction_updates_per_step):
+            if not (cfg.reuse_replay_dicts and i == 0 and batch is not None):
+                batch = self._sample()
+            logs.update(self.learner.markov_step(batch))
+            self.learner.track_finite(logs["markov/loss"])
+        return batch
 
     def _anneal_per_beta(self) -> None:
         """Prioritized replay's beta: from the buffer's own value at the start of the phase to
@@ -461,6 +479,7 @@ def super_sac(
     contrastive_markov_coeff: float = 0.0,
     smoothness_markov_coeff: float = 0.0,
     smoothness_markov_max_dist: float = 0.1,
+    markov_abstraction_updates_per_step: int = 0,
     init_alpha: float = 1.0,
     alpha_lr: float = 3e-4,
     alpha_betas: tuple[float, float] = (0.9, 0.999),

@@ -310,4 +310,11 @@ def describe_settings(trainer: Trainer) -> list[str]:
             f"weighted backups T={cfg.weighted_bellman_temp} {cfg.weight_type}, bootstrap "
             f"p={cfg.bootstrap_mask_prob})",
         )
+    if cfg.markov_abstraction_updates_per_step > 0:
+        lines.append(
+            f"  Markov abstraction: {cfg.markov_abstraction_updates_per_step} update(s)/step, "
+            f"inverse {cfg.inverse_markov_coeff}, contrastive {cfg.contrastive_markov_coeff}, "
+            f"smoothness {cfg.smoothness_markov_coeff} (max dist "
+            f"{cfg.smoothness_markov_max_dist})"
+        )
     return lines

@@ -28,11 +28,9 @@ from super_sac.video import VIDEO_EXTRA_HINT, VideoDependencyError, require_enco
 from super_sac.wrappers import has_finite_bounds
 
 # Settings of features that other parts of the roadmap add; each must stay at its default here.
-_NOT_YET = {
-    "inverse_markov_coeff": (0.0, "Markov state abstraction losses"),
-    "contrastive_markov_coeff": (0.0, "Markov state abstraction losses"),
-    "smoothness_markov_coeff": (0.0, "Markov state abstraction losses"),
-}
+_NOT_YET: dict[str, tuple[object, str]] = {}
+
+MARKOV_COEFFS = ("inverse_markov_coeff", "contrastive_markov_coeff", "smoothness_markov_coeff")
 
 
 class ConfigError(ValueError):
@@ -255,6 +253,7 @@ def validate_config(
     _validate_ensemble(cfg, agent)
     _validate_augmentation(cfg, agent)
     _validate_dr3(cfg, agent)
+    _validate_markov(cfg, agent)
     if cfg.pop and getattr(agent.critic, "popart", None) is None:
         raise _err(
             "pop = True",
@@ -406,12 +405,15 @@ def _validate_unused_settings(cfg: TrainConfig) -> None:
             "@super_sac.augmentations.AugmentationSequence())",
         )
     max_dist = cfg.smoothness_markov_max_dist
-    if cfg.smoothness_markov_coeff == 0 and max_dist != _default("smoothness_markov_max_dist"):
+    smoothness_on = cfg.smoothness_markov_coeff > 0 and cfg.markov_abstraction_updates_per_step
+    if not smoothness_on and max_dist != _default("smoothness_markov_max_dist"):
         _warn(
             f"smoothness_markov_max_dist = {max_dist}",
             "it has no effect: it sets the distance of the Markov smoothness penalty, which is "
-            "off (smoothness_markov_coeff = 0; the Markov losses are not implemented yet)",
-            "remove the smoothness_markov_max_dist binding",
+            f"off (smoothness_markov_coeff = {cfg.smoothness_markov_coeff}, "
+            f"markov_abstraction_updates_per_step = {cfg.markov_abstraction_updates_per_step})",
+            "remove the smoothness_markov_max_dist binding, or turn the penalty on with "
+            "smoothness_markov_coeff > 0 and markov_abstraction_updates_per_step >= 1",
         )
     if isinstance(cfg.save_best, str) and eval_metric(cfg.save_best) is None:
         aliases = ", ".join(f"{k!r} (= {v!r})" for k, v in METRIC_ALIASES.items())
@@ -505,6 +507,50 @@ def _validate_dr3(cfg: TrainConfig, agent: Agent) -> None:
             "use super_sac.nets.mlps.ContinuousCritic / DiscreteCritic, or give the critic class "
             "features(state, action) (discrete: features(state)) and a return_features=True "
             "forward option returning (values, features)",
+        )
+
+
+def _validate_markov(cfg: TrainConfig, agent: Agent) -> None:
+    """The Markov state abstraction (Allen et al. 2021): weights >= 0, updates that run the
+    weighted losses, and an encoder they can train."""
+    for key in (*MARKOV_COEFFS, "smoothness_markov_max_dist"):
+        if getattr(cfg, key) < 0:
+            raise _err(
+                f"{key} = {getattr(cfg, key)}",
+                "must be >= 0",
+                f"use 0 (off) or a positive value for {key}",
+            )
+    updates = cfg.markov_abstraction_updates_per_step
+    if updates < 0:
+        raise _err(
+            f"markov_abstraction_updates_per_step = {updates}",
+            "must be >= 0",
+            "use 0 (no Markov state abstraction) or 1 (the original's drqv2_markov.gin)",
+        )
+    weighted = [f"{k} = {getattr(cfg, k)}" for k in MARKOV_COEFFS if getattr(cfg, k) > 0]
+    if weighted and updates == 0:
+        raise _err(
+            ", ".join(weighted),
+            "these Markov state abstraction losses never run: "
+            "markov_abstraction_updates_per_step = 0",
+            "set super_sac.markov_abstraction_updates_per_step = 1 (or more), or set the "
+            "coefficients back to 0",
+        )
+    if updates > 0 and not weighted:
+        _warn(
+            f"markov_abstraction_updates_per_step = {updates}",
+            "every Markov loss has weight 0 (inverse_markov_coeff, contrastive_markov_coeff, "
+            "smoothness_markov_coeff), so these updates only move Adam's state",
+            "set the coefficients (e.g. 1, 1, 10 as in the original's drqv2_markov.gin), or "
+            "markov_abstraction_updates_per_step = 0",
+        )
+    if updates > 0 and weighted and not any(True for _ in agent.encoder.parameters()):
+        _warn(
+            f"markov_abstraction_updates_per_step = {updates}",
+            f"the encoder {type(agent.encoder).__name__} has no parameters, so the Markov "
+            "losses train only their own heads and do not change the agent's states",
+            "use a trainable encoder (e.g. a CNN for images), or "
+            "markov_abstraction_updates_per_step = 0",
         )
 
 

@@ -313,7 +313,7 @@ def test_pixel_agent_reads_the_frames_with_the_drq_encoder():
 
 
 @pytest.mark.skipif(AUGMENTER_REFUSED, reason=AUG_REASON)
-@pytest.mark.parametrize("config", ["drqv2.gin", "drqv1.gin", "rad.gin"])
+@pytest.mark.parametrize("config", ["drqv2.gin", "drqv1.gin", "rad.gin", "drqv2_markov.gin"])
 def test_pixel_configs_train_a_few_steps(config, tmp_path):
     if config != "drqv2.gin" and not HAS_K_M:
         pytest.skip("aug_target_samples / aug_critic_samples are not loop settings yet")

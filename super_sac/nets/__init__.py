@@ -17,7 +17,8 @@ class Encoder(nn.Module, abc.ABC):
     Subclass it for every new observation type: implement :meth:`forward`, which takes the
     observation dict (tensors with a leading batch dimension, already on the agent's device;
     image keys arrive as ``uint8``) and returns a ``(B, embedding_dim)`` float tensor, and the
-    :attr:`embedding_dim` property. Encoder parameters are trained by the critic loss only; the
+    :attr:`embedding_dim` property. Encoder parameters are trained by the critic loss (and, when
+    the loop runs them, by the Markov state abstraction losses of :mod:`super_sac.markov`); the
     actor reads detached features.
     """
 
