@@ -7,7 +7,7 @@ import copy
 import functools
 import inspect
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -138,6 +138,18 @@ def critic_update(
     target_agent: Agent,
     batch: Batch,
     optimizer: torch.optim.Optimizer,
+    **settings: Any,
+) -> Logs:
+    """:func:`critic_update_with_features` without the features: its logs only (same keyword
+    settings)."""
+    return critic_update_with_features(agent, target_agent, batch, optimizer, **settings)[0]
+
+
+def critic_update_with_features(
+    agent: Agent,
+    target_agent: Agent,
+    batch: Batch,
+    optimizer: torch.optim.Optimizer,
     *,
     alpha: torch.Tensor,
     target_critic_ensemble_n: int,
@@ -148,7 +160,7 @@ def critic_update(
     extra_next_obs: Sequence[Obs] = (),
     extra_obs: Sequence[Obs] = (),
     encoder_lambda: float = 0.0,
-) -> Logs:
+) -> tuple[Logs, torch.Tensor]:
     """Regress every critic on the TD target (see :func:`compute_td_target`).
 
     The encoder is trained through this loss only. ``batch.weights`` (prioritized replay's
@@ -168,7 +180,9 @@ def critic_update(
         ``critic/target_mean``, ``critic/abs_td_error`` (per sample, mean over critics; new
         replay priorities), ``critic/member_mse`` (each critic's weighted mean squared TD error,
         ``(num_critics,)``; without PopArt and invariance the loss is their mean) -- all on the
-        batch's own observations --, and ``critic/encoder_invariance`` when it is used.
+        batch's own observations --, and ``critic/encoder_invariance`` when it is used; and the
+        encoder's features of ``batch.obs``, ``(B, D)``, detached and computed before the
+        optimizer step (DrQ-v2's actor update reads these, Yarats et al. 2021).
     """
     targets = [
         compute_td_target(
@@ -204,8 +218,9 @@ def critic_update(
         invariance = encoder_invariance(agent, batch.views, own_rep)
         loss = loss + encoder_lambda * invariance
         logs["critic/encoder_invariance"] = invariance.detach()
+    features = rep[:batch_size].detach()
     optimizer_step(optimizer, loss)
-    return critic_logs(loss, q, target.unsqueeze(0), batch.weights) | logs
+    return critic_logs(loss, q, target.unsqueeze(0), batch.weights) | logs, features
 
 
 def stack_views(views: Sequence[Obs]) -> Obs:
@@ -322,6 +337,9 @@ def online_actor_update(
     alpha: torch.Tensor,
     actor_q_reduction: str = "min",
     actor_lambda: float = 0.0,
+    actor_noise_std: float = 0.0,
+    actor_noise_clip: float | None = None,
+    rep: torch.Tensor | None = None,
 ) -> Logs:
     """Policy-gradient actor update through the critics.
 
@@ -341,13 +359,23 @@ def online_actor_update(
     ``actor_lambda > 0`` adds ``actor_lambda`` times the actor's invariance to augmentation on
     the batch's views (:func:`action_invariance`; needs ``batch.views``, set by an augmenter).
 
+    :param actor_noise_std: deterministic actors only: above 0, the critics are evaluated at
+        DrQ-v2's noisy action ``clamp_st(mu(s) + clip(eps, -c, c), -1, 1)``, ``eps ~ N(0,
+        std^2)`` (:func:`~super_sac.learning_utils.noisy_actor_action`; Yarats et al. 2021),
+        instead of ``mu(s)``.
+    :param actor_noise_clip: ``c`` of that noise; ``None``: unclipped.
+    :param rep: the encoder's features of ``batch.obs`` when the caller has them (the critic
+        update's, :func:`critic_update_with_features`: DrQ-v2 feeds the actor the features
+        computed before the critic step); ``None``: encoded here.
     :return: ``actor/loss`` (with the invariance term), ``actor/q``, for stochastic actors
         ``actor/log_prob`` (the batch mean of ``log pi`` -- for discrete actors the exact
         ``sum_a pi log pi`` --, self-normalised by the weights, which :func:`alpha_update`
         consumes), and ``actor/action_invariance`` when it is used.
     """
-    with torch.no_grad():
-        rep = agent.encoder(batch.obs)
+    if rep is None:
+        with torch.no_grad():
+            rep = agent.encoder(batch.obs)
+    rep = rep.detach()
     weights = batch.weights
     logs: Logs = {}
     if agent.discrete:
@@ -362,7 +390,7 @@ def online_actor_update(
         loss = lu.sac_actor_loss(q, log_prob, alpha, weights)
         logs["actor/log_prob"] = lu.normalized_weighted_mean(log_prob.detach(), weights)
     else:
-        action = agent.actor(rep)
+        action = lu.noisy_actor_action(agent.actor(rep), actor_noise_std, actor_noise_clip)
         q = lu.reduce_critics(agent.critic(rep, action, detach_params=True), actor_q_reduction)
         loss = lu.deterministic_actor_loss(q, weights)
     if actor_lambda > 0 and batch.views is not None:
@@ -420,6 +448,7 @@ def offline_actor_update(
     importance_weights: torch.Tensor | None = None,
     train_encoder: bool = False,
     actor_lambda: float = 0.0,
+    rep: torch.Tensor | None = None,
 ) -> Logs:
     """Advantage-filtered behavioral cloning (AFBC) on dataset actions.
 
@@ -447,14 +476,19 @@ def offline_actor_update(
         features, as in the policy-gradient update.
     :param actor_lambda: weight of the actor's invariance to augmentation on the batch's views
         (:func:`action_invariance`, on detached features; needs ``batch.views``).
+    :param rep: detached features of ``batch.obs`` when the caller has them (the critic
+        update's); ignored with ``train_encoder``, whose loss needs the encoder's graph.
     :return: ``actor/afbc_loss`` (with the invariance term), ``actor/log_prob_data`` (mean
         log-likelihood of the dataset actions), ``actor/adv_mean``, ``actor/filter_mean`` (mean
         filter weight: the fraction kept by the binary filter), ``actor/advantages`` (per sample,
         ``(B,)``; the AFBC trick's new priorities come from them) and
         ``actor/action_invariance`` when it is used.
     """
-    with torch.set_grad_enabled(train_encoder):
-        rep = agent.encoder(batch.obs)
+    if train_encoder or rep is None:
+        with torch.set_grad_enabled(train_encoder):
+            rep = agent.encoder(batch.obs)
+    else:
+        rep = rep.detach()
     if adv_filter == "none":
         adv = torch.zeros(rep.shape[0], 1, device=rep.device)
     else:
