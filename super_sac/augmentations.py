@@ -334,10 +334,14 @@ class RadAug(Augmentation):
 
 @gin.configurable(module="super_sac.augmentations")
 class TranslateAug(Augmentation):
-    """Random translation (RAD's ``translate``, Laskin et al. 2020): move the content by an
-    integer ``(dy, dx)`` uniform in ``{-translate_max, ..., translate_max}`` and fill the
-    uncovered border with one random colour per sample (uniform in ``[0, max_value]`` per RGB
-    channel, the same for every frame of a stack); the size is kept.
+    """Random translation within the frame: move the content by an integer ``(dy, dx)``
+    uniform in ``{-translate_max, ..., translate_max}`` and fill the uncovered border with one
+    random colour per sample (uniform in ``[0, max_value]`` per RGB channel, the same for every
+    frame of a stack); the size is kept and content shifted out of the frame is lost.
+
+    It is related to, but not, RAD's ``translate`` (Laskin et al. 2020), which pastes the
+    (centre-cropped) image whole at a random offset into a larger all-zero canvas, so the output
+    is larger than the input and nothing is cut off.
 
     Draws: RAD reuses the translation of ``obs`` for ``next_obs`` (shared); so did the original.
 

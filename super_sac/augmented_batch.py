@@ -14,6 +14,7 @@ augmentation crops (RAD, Laskin et al. 2020, evaluates on centre crops the same 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -39,11 +40,11 @@ __all__ = [
 class AugmentedViews:
     """The views of one sampled batch that augmentation produced.
 
+    The clean views are built on first use only (a batch whose rows are all augmented and that
+    feeds no invariance loss and no extra DrQ augmentation never converts them).
+
     :param source_obs: the sampled observations, unmodified (fresh augmentations start here).
     :param source_next_obs: the sampled next observations, unmodified.
-    :param clean_obs: ``source_obs`` as the encoder sees un-augmented images: the augmented
-        dtype, centre-cropped to the augmented size.
-    :param clean_next_obs: the same for ``source_next_obs``.
     :param aug_obs: the whole batch augmented (every row, whatever ``aug_mix``).
     :param aug_next_obs: the whole batch's next observations augmented.
     :param rows: how many leading rows of the batch's ``obs`` / ``next_obs`` are augmented.
@@ -51,11 +52,20 @@ class AugmentedViews:
 
     source_obs: Obs
     source_next_obs: Obs
-    clean_obs: Obs
-    clean_next_obs: Obs
     aug_obs: Obs
     aug_next_obs: Obs
     rows: int
+
+    @functools.cached_property
+    def clean_obs(self) -> Obs:
+        """``source_obs`` as the encoder sees un-augmented images: the augmented dtype,
+        centre-cropped to the augmented size (built on first use, then kept)."""
+        return _clean_views(self.source_obs, self.aug_obs)
+
+    @functools.cached_property
+    def clean_next_obs(self) -> Obs:
+        """The same for ``source_next_obs``."""
+        return _clean_views(self.source_next_obs, self.aug_next_obs)
 
 
 def augmented_rows(batch_size: int, aug_mix: float | None) -> int:
@@ -100,27 +110,32 @@ def augment_batch(batch: Batch, augmenter: Augmenter, aug_mix: float | None) -> 
     ``None``) carry augmented ``obs`` and ``next_obs`` and whose other samples stay clean, with
     the views of :class:`AugmentedViews` in ``batch.views``. ``batch`` is left as it was."""
     aug_obs, aug_next_obs = augmenter(batch.obs, batch.next_obs)
-    clean_obs = _clean_views(batch.obs, aug_obs)
-    clean_next_obs = _clean_views(batch.next_obs, aug_next_obs)
     rows = augmented_rows(batch.action.shape[0], aug_mix)
-    views = AugmentedViews(
-        batch.obs, batch.next_obs, clean_obs, clean_next_obs, aug_obs, aug_next_obs, rows
-    )
+    views = AugmentedViews(batch.obs, batch.next_obs, aug_obs, aug_next_obs, rows)
     return dataclasses.replace(
         batch,
-        obs=mix_views(clean_obs, aug_obs, rows),
-        next_obs=mix_views(clean_next_obs, aug_next_obs, rows),
+        obs=_mixed(views, "obs", aug_obs),
+        next_obs=_mixed(views, "next_obs", aug_next_obs),
         views=views,
     )
+
+
+def _mixed(views: AugmentedViews, which: str, augmented: Obs) -> Obs:
+    """``augmented`` mixed with the clean rows of ``which``; the clean views are only built
+    when some row stays clean."""
+    if views.rows >= next(iter(augmented.values())).shape[0]:
+        return augmented
+    clean = views.clean_obs if which == "obs" else views.clean_next_obs
+    return mix_views(clean, augmented, views.rows)
 
 
 def fresh_view(views: AugmentedViews, augmenter: Augmenter, which: str) -> Obs:
     """A new, independently drawn augmentation of the batch's ``"obs"`` or ``"next_obs"``, mixed
     with the clean rows like the batch's own (DrQ's extra target and critic augmentations)."""
     if which == "obs":
-        source, clean = views.source_obs, views.clean_obs
+        source = views.source_obs
     elif which == "next_obs":
-        source, clean = views.source_next_obs, views.clean_next_obs
+        source = views.source_next_obs
     else:
         raise ValueError(f"which must be 'obs' or 'next_obs', got {which!r}")
-    return mix_views(clean, augmenter(source), views.rows)
+    return _mixed(views, which, augmenter(source))

@@ -208,6 +208,8 @@ class TrainConfig:
     target_noise_std: float | None = None
     #: clip c of the target smoothing noise (TD3's c = 0.5); None: no clip
     exploration_update_clip: float | None = 0.5
+    #: DrQ-v2: deterministic actor loss at mu(s) + clipped noise of the current exploration std
+    actor_update_noise: bool = False
     #: Polyak rate of the target actor and critic networks
     mlp_tau: float = 0.005
     #: Polyak rate of the target encoder

@@ -19,6 +19,7 @@ it, so both follow the same rules:
 from __future__ import annotations
 
 import math
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -62,6 +63,8 @@ class Learner:
                 networks.compile_networks()
         self.critic_updates = 0
         self.actor_updates = 0
+        # the last critic batch (weakly) and its pre-step features, for the actor updates
+        self._critic_features: tuple[weakref.ref[Batch], torch.Tensor] | None = None
         self._losses_finite = torch.ones((), dtype=torch.bool, device=self.device)
         self._unchecked_losses: list[torch.Tensor] = []
         self._build_optimizers()
@@ -142,6 +145,7 @@ class Learner:
             ``exploration_update_clip``.
         """
         cfg, agent = self.cfg, self.agent
+        self._critic_features = None
         if agent.ensemble_size > 1:
             logs = sunrise.ensemble_critic_update(
                 agent,
@@ -158,7 +162,7 @@ class Learner:
                 log_feature_dot=cfg.log_feature_dot,
             )
         else:
-            logs = learning.critic_update(
+            logs, features = learning.critic_update_with_features(
                 agent,
                 self.target_agent,
                 batch,
@@ -175,15 +179,33 @@ class Learner:
                 dr3_coeff=cfg.dr3_coeff,
                 log_feature_dot=cfg.log_feature_dot,
             )
+            self._critic_features = (weakref.ref(batch), features)
         self.critic_updates += 1
         if self.critic_updates % cfg.target_delay == 0:
             lu.soft_update(*self._critic_pairs, cfg.mlp_tau)
             lu.soft_update(*self._encoder_pairs, cfg.encoder_tau)
         return logs
 
-    def pg_actor_step(self, batch: Batch, alpha: torch.Tensor) -> Logs:
+    def critic_features(self, batch: Batch) -> torch.Tensor | None:
+        """The detached encoder features of ``batch.obs`` that the last critic update computed
+        before its step, when ``batch`` is that update's batch (the same object); else ``None``.
+        DrQ-v2 (Yarats et al. 2021) hands exactly these to its actor update; reusing them also
+        saves an encoder forward pass."""
+        if self._critic_features is None:
+            return None
+        ref, features = self._critic_features
+        return features if ref() is batch else None
+
+    def pg_actor_step(
+        self, batch: Batch, alpha: torch.Tensor, actor_noise_std: float = 0.0
+    ) -> Logs:
         """One policy-gradient actor update (every member's for ensembles), then alpha's update
-        (when tuned) and the target actor's (when used)."""
+        (when tuned) and the target actor's (when used). On the last critic batch the actor
+        reads the critic update's features (:meth:`critic_features`).
+
+        :param actor_noise_std: deterministic actors: std of DrQ-v2's noise on the action the
+            critics score (``actor_update_noise``; clipped at ``exploration_update_clip``).
+        """
         cfg, agent = self.cfg, self.agent
         if agent.ensemble_size > 1:
             logs = sunrise.ensemble_actor_update(
@@ -202,6 +224,9 @@ class Learner:
                 alpha=alpha,
                 actor_q_reduction=cfg.actor_q_reduction,
                 actor_lambda=cfg.actor_lambda,
+                actor_noise_std=actor_noise_std,
+                actor_noise_clip=cfg.exploration_update_clip,
+                rep=self.critic_features(batch),
             )
         if self.alpha_optimizer is not None:
             logs.update(self._tune_alpha(logs["actor/log_prob"]))
@@ -224,7 +249,8 @@ class Learner:
         )
 
     def afbc_step(self, batch: Batch, importance_weights: torch.Tensor | None = None) -> Logs:
-        """One advantage-filtered behavioral cloning update of the actor (AWAC/CRR-style)."""
+        """One advantage-filtered behavioral cloning update of the actor (AWAC/CRR-style); on
+        the last critic batch it reads the critic update's features (:meth:`critic_features`)."""
         cfg = self.cfg
         logs = learning.offline_actor_update(
             self.agent,
@@ -237,6 +263,7 @@ class Learner:
             critic_reduction=cfg.afbc_critic_reduction,
             importance_weights=importance_weights,
             actor_lambda=cfg.actor_lambda,
+            rep=self.critic_features(batch),
         )
         self._after_actor_update()
         return logs

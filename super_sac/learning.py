@@ -7,7 +7,7 @@ import copy
 import functools
 import inspect
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
@@ -273,6 +273,18 @@ def critic_update(
     target_agent: Agent,
     batch: Batch,
     optimizer: torch.optim.Optimizer,
+    **settings: Any,
+) -> Logs:
+    """:func:`critic_update_with_features` without the features: its logs only (same keyword
+    settings)."""
+    return critic_update_with_features(agent, target_agent, batch, optimizer, **settings)[0]
+
+
+def critic_update_with_features(
+    agent: Agent,
+    target_agent: Agent,
+    batch: Batch,
+    optimizer: torch.optim.Optimizer,
     *,
     alpha: torch.Tensor,
     target_critic_ensemble_n: int,
@@ -285,7 +297,7 @@ def critic_update(
     encoder_lambda: float = 0.0,
     dr3_coeff: float = 0.0,
     log_feature_dot: bool = False,
-) -> Logs:
+) -> tuple[Logs, torch.Tensor]:
     """Regress every critic on the TD target (see :func:`td_backup`).
 
     The encoder is trained through this loss only. ``batch.weights`` (prioritized replay's
@@ -311,7 +323,9 @@ def critic_update(
         ``(num_critics,)``; without PopArt, invariance and DR3 the loss is their mean) -- all on
         the batch's own observations --, ``critic/encoder_invariance`` when it is used, and
         ``critic/feature_dot`` (with DR3 or ``log_feature_dot``) and ``critic/dr3_loss`` (with
-        DR3) from :func:`dr3_regularizer`.
+        DR3) from :func:`dr3_regularizer`; and the encoder's features of ``batch.obs``,
+        ``(B, D)``, detached and computed before the optimizer step (DrQ-v2's actor update
+        reads these, Yarats et al. 2021).
     """
     backups = [
         td_backup(
@@ -353,8 +367,9 @@ def critic_update(
         invariance = encoder_invariance(agent, batch.views, own_rep)
         loss = loss + encoder_lambda * invariance
         logs["critic/encoder_invariance"] = invariance.detach()
+    encoded = rep[:batch_size].detach()
     optimizer_step(optimizer, loss)
-    return critic_logs(loss, q, target.unsqueeze(0), batch.weights) | logs
+    return critic_logs(loss, q, target.unsqueeze(0), batch.weights) | logs, encoded
 
 
 def stack_views(views: Sequence[Obs]) -> Obs:
@@ -481,6 +496,9 @@ def online_actor_update(
     alpha: torch.Tensor,
     actor_q_reduction: str = "min",
     actor_lambda: float = 0.0,
+    actor_noise_std: float = 0.0,
+    actor_noise_clip: float | None = None,
+    rep: torch.Tensor | None = None,
 ) -> Logs:
     """Policy-gradient actor update through the critics.
 
@@ -500,13 +518,23 @@ def online_actor_update(
     ``actor_lambda > 0`` adds ``actor_lambda`` times the actor's invariance to augmentation on
     the batch's views (:func:`action_invariance`; needs ``batch.views``, set by an augmenter).
 
+    :param actor_noise_std: deterministic actors only: above 0, the critics are evaluated at
+        DrQ-v2's noisy action ``clamp_st(mu(s) + clip(eps, -c, c), -1, 1)``, ``eps ~ N(0,
+        std^2)`` (:func:`~super_sac.learning_utils.noisy_actor_action`; Yarats et al. 2021),
+        instead of ``mu(s)``.
+    :param actor_noise_clip: ``c`` of that noise; ``None``: unclipped.
+    :param rep: the encoder's features of ``batch.obs`` when the caller has them (the critic
+        update's, :func:`critic_update_with_features`: DrQ-v2 feeds the actor the features
+        computed before the critic step); ``None``: encoded here.
     :return: ``actor/loss`` (with the invariance term), ``actor/q``, for stochastic actors
         ``actor/log_prob`` (the batch mean of ``log pi`` -- for discrete actors the exact
         ``sum_a pi log pi`` --, self-normalised by the weights, which :func:`alpha_update`
         consumes), and ``actor/action_invariance`` when it is used.
     """
-    with torch.no_grad():
-        rep = agent.encoder(batch.obs)
+    if rep is None:
+        with torch.no_grad():
+            rep = agent.encoder(batch.obs)
+    rep = rep.detach()
     weights = batch.weights
     logs: Logs = {}
     if agent.discrete:
@@ -521,7 +549,7 @@ def online_actor_update(
         loss = lu.sac_actor_loss(q, log_prob, alpha, weights)
         logs["actor/log_prob"] = lu.normalized_weighted_mean(log_prob.detach(), weights)
     else:
-        action = agent.actor(rep)
+        action = lu.noisy_actor_action(agent.actor(rep), actor_noise_std, actor_noise_clip)
         q = lu.reduce_critics(agent.critic(rep, action, detach_params=True), actor_q_reduction)
         loss = lu.deterministic_actor_loss(q, weights)
     if actor_lambda > 0 and batch.views is not None:
@@ -579,6 +607,7 @@ def offline_actor_update(
     importance_weights: torch.Tensor | None = None,
     train_encoder: bool = False,
     actor_lambda: float = 0.0,
+    rep: torch.Tensor | None = None,
 ) -> Logs:
     """Advantage-filtered behavioral cloning (AFBC) on dataset actions.
 
@@ -606,14 +635,19 @@ def offline_actor_update(
         features, as in the policy-gradient update.
     :param actor_lambda: weight of the actor's invariance to augmentation on the batch's views
         (:func:`action_invariance`, on detached features; needs ``batch.views``).
+    :param rep: detached features of ``batch.obs`` when the caller has them (the critic
+        update's); ignored with ``train_encoder``, whose loss needs the encoder's graph.
     :return: ``actor/afbc_loss`` (with the invariance term), ``actor/log_prob_data`` (mean
         log-likelihood of the dataset actions), ``actor/adv_mean``, ``actor/filter_mean`` (mean
         filter weight: the fraction kept by the binary filter), ``actor/advantages`` (per sample,
         ``(B,)``; the AFBC trick's new priorities come from them) and
         ``actor/action_invariance`` when it is used.
     """
-    with torch.set_grad_enabled(train_encoder):
-        rep = agent.encoder(batch.obs)
+    if train_encoder or rep is None:
+        with torch.set_grad_enabled(train_encoder):
+            rep = agent.encoder(batch.obs)
+    else:
+        rep = rep.detach()
     if adv_filter == "none":
         adv = torch.zeros(rep.shape[0], 1, device=rep.device)
     else:

@@ -129,6 +129,40 @@ def smoothed_target_action(action: torch.Tensor, std: float, clip: float | None)
     return (action + clipped_gaussian_noise(action, std, clip)).clamp(-1.0, 1.0)
 
 
+def straight_through_clamp(x: torch.Tensor, low: float, high: float) -> torch.Tensor:
+    """``clamp(x, low, high)`` in the forward pass with the gradient of the identity: ``x -
+    sg(x) + sg(clamp(x))`` (DrQ-v2's truncated normal, Yarats et al. 2021)."""
+    return x + (x.clamp(low, high) - x).detach()
+
+
+def noisy_actor_action(
+    action: torch.Tensor,
+    std: float | torch.Tensor,
+    clip: float | None,
+    noise: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """DrQ-v2's actor-update action (Yarats et al. 2021, ``update_actor``):
+    ``a = clamp_st(mu(s) + clip(eps, -c, c), -1, 1)`` with ``eps ~ N(0, std^2)``.
+
+    ``clamp_st`` is :func:`straight_through_clamp`: the action stays in ``[-1, 1]`` but its
+    gradient with respect to ``mu(s)`` is 1 everywhere, also where the clamp binds.
+
+    :param action: the deterministic actor's ``mu(s)``, ``(B, A)`` (with gradient).
+    :param std: the current exploration std (``0``: ``mu(s)`` itself).
+    :param clip: ``c`` (DrQ-v2's ``stddev_clip`` 0.3); ``None``: no clip of the noise.
+    :param noise: a standard-normal draw shaped like ``action`` (scaled by ``std`` here);
+        ``None``: drawn from the global torch RNG.
+    """
+    if noise is None:
+        if isinstance(std, (int, float)) and std <= 0.0:
+            return action
+        noise = torch.randn_like(action)
+    eps = noise * std
+    if clip is not None:
+        eps = eps.clamp(-clip, clip)
+    return straight_through_clamp(action + eps.detach(), -1.0, 1.0)
+
+
 def critic_loss(
     q: torch.Tensor, target: torch.Tensor, weights: torch.Tensor | None = None
 ) -> torch.Tensor:

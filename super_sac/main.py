@@ -158,6 +158,7 @@ class Trainer:
         logs: dict[str, torch.Tensor] = {}
         alpha = learner.alpha
         target_noise_std = self.noise.std if cfg.target_noise_std is None else cfg.target_noise_std
+        actor_noise_std = self.noise.std if cfg.actor_update_noise else 0.0
         self._anneal_per_beta()
         batch = None
         for _ in range(cfg.critic_updates_per_step):
@@ -175,7 +176,7 @@ class Trainer:
             for i in range(cfg.pg_actor_updates_per_step):
                 if not (cfg.reuse_replay_dicts and i == 0 and batch is not None):
                     batch = self._sample()
-                logs.update(learner.pg_actor_step(batch, alpha))
+                logs.update(learner.pg_actor_step(batch, alpha, actor_noise_std))
                 self.learner.track_finite(logs["actor/loss"])
                 if learner.alpha_optimizer is not None:
                     self.learner.track_finite(logs["alpha/loss"])
@@ -490,6 +491,7 @@ def super_sac(
     exploration_param_anneal: int = 1,
     exploration_update_clip: float | None = 0.5,
     target_noise_std: float | None = None,
+    actor_update_noise: bool = False,
     target_critic_ensemble_n: int = 2,
     gamma: float = 0.99,
     mlp_tau: float = 0.005,

@@ -4,6 +4,7 @@ the fix."""
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import difflib
 import functools
@@ -16,6 +17,7 @@ from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
+import torch
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
@@ -281,6 +283,7 @@ def validate_config(
                 "use e.g. init_alpha = 0.1 and alpha_lr = 1e-4 (tuned), or 0 and 0 (no entropy)",
             )
     _validate_exploration(cfg, agent)
+    _validate_actor_update_noise(cfg, agent)
     if agent.stochastic:
         if cfg.alpha_lr > 0 and cfg.init_alpha == 0:
             # the original super_sac started log(alpha) at log(1e-15) and tuned it from there
@@ -310,6 +313,7 @@ def validate_config(
     _validate_optimizer_settings(cfg, agent, buffer)
     _validate_video(cfg, test_env)
     _validate_envs(cfg, agent, train_env, test_env)
+    _validate_augmenter_probe(cfg, agent, train_env)
 
 
 def _validate_update_counts(cfg: TrainConfig) -> None:
@@ -384,6 +388,17 @@ def _validate_exploration(cfg: TrainConfig, agent: Agent) -> None:
             "value would never be used",
             "anneal over 1 or more transitions (e.g. 250_000), or set exploration_param_init = "
             "exploration_param_final for a constant noise",
+        )
+
+
+def _validate_actor_update_noise(cfg: TrainConfig, agent: Agent) -> None:
+    """DrQ-v2's noisy actor update is for deterministic actors (which never form ensembles)."""
+    if cfg.actor_update_noise and (agent.stochastic or agent.discrete):
+        _warn(
+            "actor_update_noise = True",
+            f"it has no effect: the actor {type(agent.actor).__name__} is not deterministic "
+            "(its update already scores sampled actions)",
+            "remove the actor_update_noise binding",
         )
 
 
@@ -462,13 +477,22 @@ def _validate_augmentation(cfg: TrainConfig, agent: Agent) -> None:
                 f"use 0 (off) or a positive weight such as 0.1 for {key}",
             )
     for key in ("aug_target_samples", "aug_critic_samples"):
-        if getattr(cfg, key) < 1:
+        value = getattr(cfg, key)
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
             raise _err(
                 f"{key} = {getattr(cfg, key)}",
-                "the number of augmentations averaged must be >= 1",
+                "the number of augmentations averaged must be an integer >= 1",
                 f"set {key} = 1 (one augmentation: DrQ-v2, RAD) or e.g. 2 (DrQ)",
             )
+    _validate_augmenter_generator(cfg.augmenter)
     active = _active_aug_settings(cfg)
+    if cfg.augmenter is not None and cfg.aug_mix == 0 and not active:
+        _warn(
+            "aug_mix = 0",
+            "every row of every batch stays clean, and no invariance loss or extra DrQ "
+            "augmentation reads the augmented views, so the augmenter's cost buys nothing",
+            "set aug_mix > 0 (None: the whole batch), or super_sac.augmenter = None",
+        )
     if active and cfg.augmenter is None:
         raise _err(
             ", ".join(active),
@@ -552,6 +576,93 @@ def _validate_markov(cfg: TrainConfig, agent: Agent) -> None:
             "use a trainable encoder (e.g. a CNN for images), or "
             "markov_abstraction_updates_per_step = 0",
         )
+
+
+def _validate_augmenter_generator(augmenter: Any) -> None:
+    """An augmenter drawing from its own ``torch.Generator``: that state is not checkpointed,
+    so a resumed run would draw other augmentations than the uninterrupted one."""
+    if isinstance(getattr(augmenter, "generator", None), torch.Generator):
+        raise _err(
+            f"augmenter = {augmenter!r}",
+            "the augmenter draws from its own torch.Generator, whose state checkpoints do not "
+            "save, so a resumed run would not continue exactly",
+            "leave its generator = None: the global torch RNG it then draws from is checkpointed",
+        )
+
+
+_PROBE_BATCH = 2
+
+
+def _zero_observations(obs_space: spaces.Dict, device: torch.device) -> dict[str, torch.Tensor]:
+    """A batch of ``_PROBE_BATCH`` all-zero observations of ``obs_space`` as the replay buffer
+    hands them out (float64 stored as float32), or ``{}`` when a key has no fixed shape."""
+    obs = {}
+    for key, space in obs_space.spaces.items():
+        if space.shape is None or space.dtype is None:
+            return {}
+        dtype = np.float32 if space.dtype == np.float64 else space.dtype
+        obs[key] = torch.as_tensor(np.zeros((_PROBE_BATCH, *space.shape), dtype), device=device)
+    return obs
+
+
+def _validate_augmenter_probe(cfg: TrainConfig, agent: Agent, train_env: Any) -> None:
+    """Run the augmenter, and the encoder on its output, once on a tiny zero batch before
+    training, so that a crop the encoder cannot read (RAD's sizes) fails here and not at the
+    first update. The torch RNG and the agent are left as they were."""
+    if cfg.augmenter is None:
+        return
+    obs_space = getattr(train_env, "single_observation_space", train_env.observation_space)
+    if not isinstance(obs_space, spaces.Dict):
+        return
+    obs = _zero_observations(obs_space, agent.device)
+    if not obs:
+        return
+    devices = [agent.device] if agent.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices), torch.no_grad():
+        aug_obs = _probe_augmenter_call(cfg, obs)
+        _probe_encoder(agent, aug_obs)
+
+
+def _probe_augmenter_call(cfg: TrainConfig, obs: dict[str, torch.Tensor]) -> dict[str, Any]:
+    try:
+        aug_obs, _ = cfg.augmenter(obs, {k: v.clone() for k, v in obs.items()})
+    except Exception as exc:  # any failure of user code, reported with the binding
+        raise _err(
+            f"augmenter = {cfg.augmenter!r}",
+            f"calling it as augmenter(obs, next_obs) on a zero batch of the env's observations "
+            f"failed with {type(exc).__name__}: {exc}",
+            "bind an augmenter that takes (obs, next_obs) dicts and returns a pair of dicts",
+        ) from exc
+    drq_samples = max(cfg.aug_target_samples, cfg.aug_critic_samples)
+    if drq_samples > 1:
+        try:
+            cfg.augmenter(obs)
+        except Exception as exc:
+            raise _err(
+                f"aug_target_samples = {cfg.aug_target_samples}, aug_critic_samples = "
+                f"{cfg.aug_critic_samples}",
+                f"DrQ's extra augmentations call augmenter(obs) with one dict, which failed "
+                f"with {type(exc).__name__}: {exc}",
+                "make the augmenter accept one dict (as AugmentationSequence does), or set "
+                "aug_target_samples = aug_critic_samples = 1",
+            ) from exc
+    return aug_obs
+
+
+def _probe_encoder(agent: Agent, aug_obs: dict[str, Any]) -> None:
+    encoder = copy.deepcopy(agent.encoder)  # the agent's own stats stay put
+    try:
+        encoder(aug_obs)
+    except Exception as exc:
+        shapes = {k: tuple(v.shape) for k, v in aug_obs.items() if isinstance(v, torch.Tensor)}
+        raise ConfigError(
+            f"super_sac.augmenter: the encoder {type(agent.encoder).__name__} cannot read the "
+            f"augmented observations {shapes}: {type(exc).__name__}: {exc}. Fix: match the "
+            "augmentation's output size and the encoder's input size: for RAD's crops build "
+            "the encoder for the cropped size (DrQPixelEncoder.image_size = rendered size - "
+            "RadAug.crop) and render frames that large (the DMC script's --image_size), or "
+            "change RadAug.crop"
+        ) from exc
 
 
 def _validate_ensemble(cfg: TrainConfig, agent: Agent) -> None:

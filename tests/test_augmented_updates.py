@@ -2,6 +2,7 @@
 training and exact resume with an augmenter, and the unchanged path without one."""
 
 import copy
+import dataclasses
 import math
 import warnings
 from types import SimpleNamespace
@@ -15,11 +16,13 @@ from torch import nn
 
 from super_sac import Agent, ReplayBuffer, learning, nets
 from super_sac import learning_utils as lu
+from super_sac.augmentations import AugmentationSequence, Drqv2Aug, RadAug
 from super_sac.augmented_batch import augment_batch, augmented_rows, fresh_view
 from super_sac.main import TrainConfig, Trainer
+from super_sac.nets.cnns import DrQPixelEncoder
 from super_sac.nets.mlps import ContinuousDeterministicActor
 from super_sac.replay import Batch
-from super_sac.validation import ConfigError, validate_config
+from super_sac.validation import ConfigError, ConfigWarning, validate_config
 from super_sac.wrappers import make_gym_env
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -35,7 +38,7 @@ class FakeShift:
     4-d image key (float32 out), one draw shared by obs and next_obs; other keys pass through."""
 
     def _draw(self, obs):
-        batch = next(v for v in obs.values() if v.ndim == 4).shape[0]
+        batch = next(iter(obs.values())).shape[0]
         return torch.randint(1, 10, (batch, 1, 1, 1)).float()
 
     def _apply(self, obs, shift):
@@ -440,6 +443,159 @@ def test_without_an_augmenter_batches_are_the_buffers_own(tmp_path):
     assert trainer.learner.augment(raw) is raw
     batch = trainer._sample()
     assert batch.views is None and batch.obs["image"].dtype == torch.uint8
-    assert learning.critic_update.__kwdefaults__["encoder_lambda"] == 0.0
-    assert learning.critic_update.__kwdefaults__["extra_obs"] == ()
+    assert learning.critic_update_with_features.__kwdefaults__["encoder_lambda"] == 0.0
+    assert learning.critic_update_with_features.__kwdefaults__["extra_obs"] == ()
     assert trainer.learner.extra_views(batch, "obs", 4) == []
+
+
+# ----------------------------------------------------------------------------- review fixes
+
+
+def test_clean_views_are_built_only_when_a_row_stays_clean_or_they_are_read():
+    every = augment_batch(_image_buffer().sample(8), FakeShift(), aug_mix=None)
+    assert "clean_obs" not in vars(every.views) and "clean_next_obs" not in vars(every.views)
+    fresh_view(every.views, FakeShift(), "obs")  # DrQ's extra views: all rows augmented too
+    assert "clean_obs" not in vars(every.views)
+    clean = every.views.clean_obs  # built on first read (an invariance loss), then kept
+    assert clean["image"].dtype == torch.float32 and every.views.clean_obs is clean
+    assert torch.equal(clean["image"], every.views.source_obs["image"].float())
+    half = augment_batch(_image_buffer().sample(8), FakeShift(), aug_mix=0.5)
+    assert "clean_obs" in vars(half.views) and "clean_next_obs" in vars(half.views)
+
+
+def _learner_with_a_batch(aug_critic_samples=1):
+    trainer = _pixel_trainer(
+        "/tmp/unused", 4, augmenter=FakeShift(), aug_critic_samples=aug_critic_samples,
+        save_to_disk=False, log_to_disk=False,
+    )  # fmt: skip
+    torch.manual_seed(2)
+    trainer.collect(20)
+    return trainer.learner, trainer._sample()
+
+
+@pytest.mark.parametrize("aug_critic_samples", [1, 2])
+def test_the_actor_reads_the_critic_updates_pre_step_features(aug_critic_samples):
+    learner, batch = _learner_with_a_batch(aug_critic_samples)
+    agent = learner.agent
+    with torch.no_grad():
+        before = agent.encoder(batch.obs)  # the encoder before the critic's step
+    learner.critic_step(batch, learner.alpha, 0.0)
+    with torch.no_grad():
+        after = agent.encoder(batch.obs)
+    assert not torch.allclose(before, after)  # the critic step moved the encoder
+    assert torch.equal(learner.critic_features(batch), before)
+    seen = []
+    hook = agent.actor.register_forward_pre_hook(lambda module, args: seen.append(args[0]))
+    learner.pg_actor_step(batch, learner.alpha)
+    assert torch.equal(seen[0], before)
+    # another batch object is encoded afresh, with the current encoder
+    seen.clear()
+    other = dataclasses.replace(batch)
+    assert learner.critic_features(other) is None
+    learner.pg_actor_step(other, learner.alpha)
+    assert torch.equal(seen[0], after)
+    seen.clear()
+    learner.afbc_step(batch)  # AFBC on the critic batch reads the same features
+    assert torch.equal(seen[-1], before)  # (the earlier calls estimate V(s) on repeated rows)
+    hook.remove()
+
+
+def test_the_loop_passes_the_exploration_std_to_a_noisy_deterministic_actor_update(tmp_path):
+    det = {"init_alpha": 0.0, "alpha_lr": 0.0, "use_exploration_process": True,
+           "exploration_param_init": 0.7, "exploration_param_final": 0.7}  # fmt: skip
+    stds = []
+    for noisy in (False, True):
+        trainer = _pixel_trainer(
+            tmp_path / str(noisy), 12, augmenter=FakeShift(), actor_update_noise=noisy,
+            agent_kwargs={"actor_network_cls": ContinuousDeterministicActor}, **det,
+        )  # fmt: skip
+        step = trainer.learner.pg_actor_step
+        trainer.learner.pg_actor_step = lambda b, a, std=0.0, _s=step: stds.append(std) or _s(
+            b, a, std
+        )
+        trainer.run()
+    assert stds[0] == 0.0 and stds[-1] == 0.7
+
+
+def test_the_noisy_actor_loss_scores_the_clipped_noisy_action():
+    agent = _pixel_agent(actor_network_cls=ContinuousDeterministicActor)
+    batch = _augmented_batch()
+    opt = torch.optim.SGD(agent.actor.parameters(), lr=0.0)
+    logs = _seeded(learning.online_actor_update, agent, batch, opt, alpha=torch.tensor(0.0),
+                   actor_noise_std=0.5, actor_noise_clip=0.3)  # fmt: skip
+    torch.manual_seed(7)
+    with torch.no_grad():
+        rep = agent.encoder(batch.obs)
+        mu = agent.actor(rep)
+        action = (mu + (torch.randn_like(mu) * 0.5).clamp(-0.3, 0.3)).clamp(-1.0, 1.0)
+        q = agent.critic(rep, action).amin(dim=0)
+    assert torch.isclose(logs["actor/loss"], -q.mean(), atol=1e-6)
+    plain = learning.online_actor_update(agent, batch, opt, alpha=torch.tensor(0.0))
+    assert not torch.isclose(plain["actor/loss"], logs["actor/loss"])
+
+
+def _validate_pixels(encoder_size, augmenter, **settings):
+    torch.manual_seed(0)
+    agent = Agent(1, DrQPixelEncoder(3, emb_dim=8, image_key="image", image_size=encoder_size),
+                  hidden_size=8)  # fmt: skip
+    env = gym.wrappers.TimeLimit(PixelEnv(), 12)
+    cfg = TrainConfig(random_warmup_steps=0, augmenter=augmenter, **settings)
+    state = torch.get_rng_state()
+    try:
+        validate_config(cfg, agent, ReplayBuffer(100, verbose=False), env, env)
+    finally:
+        assert torch.equal(state, torch.get_rng_state())  # the probe draws leave no trace
+
+
+def test_a_rad_crop_the_encoder_cannot_read_fails_before_training():
+    rad = AugmentationSequence([RadAug(crop=1)], shared_draw=False)  # 16 -> 15
+    with pytest.raises(ConfigError, match=r"(?s)cannot read.*15, 15.*DrQPixelEncoder.image_size"
+                                          r".*RadAug.crop.*--image_size"):  # fmt: skip
+        _validate_pixels(16, rad)
+    _validate_pixels(15, rad)  # built for the crops: fine
+
+
+def test_the_encoder_names_rads_crop_for_too_small_images():
+    with pytest.raises(ValueError, match=r"(?s)12x12 are smaller.*RadAug.crop.*--image_size"):
+        DrQPixelEncoder(3, image_key="image", image_size=16)(
+            {"image": torch.zeros(1, 3, 12, 12, dtype=torch.uint8)}
+        )
+
+
+class PairOnly(FakeShift):
+    """An augmenter that only takes (obs, next_obs)."""
+
+    def __call__(self, obs, next_obs):
+        return super().__call__(obs, next_obs)
+
+
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        ({"augmenter": FakeShift(), "aug_target_samples": 2.5}, r"aug_target_samples = 2.5"),
+        ({"augmenter": PairOnly(), "aug_critic_samples": 2},
+         r"aug_critic_samples = 2: DrQ's extra augmentations call augmenter\(obs\)"),
+        ({"augmenter": AugmentationSequence([Drqv2Aug()], generator=torch.Generator())},
+         r"own torch.Generator.*Fix: leave its generator = None"),
+    ],
+)  # fmt: skip
+def test_more_bad_augmentation_settings_are_refused(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        _validate(**settings)
+
+
+def test_pair_only_augmenters_pass_without_drq_samples_and_aug_mix_0_warns():
+    _validate(augmenter=PairOnly())
+    env = make_gym_env("Pendulum-v1")
+    agent = Agent(1, nets.FlatEncoder(3), hidden_size=8)
+    cfg = TrainConfig(random_warmup_steps=0, augmenter=FakeShift(), aug_mix=0.0)
+    with pytest.warns(ConfigWarning, match=r"aug_mix = 0: .*buys nothing"):
+        validate_config(cfg, agent, ReplayBuffer(100, verbose=False), env, env)
+
+
+def test_actor_update_noise_warns_for_stochastic_actors():
+    env = make_gym_env("Pendulum-v1")
+    cfg = TrainConfig(random_warmup_steps=0, actor_update_noise=True)
+    with pytest.warns(ConfigWarning, match=r"actor_update_noise = True: it has no effect"):
+        validate_config(cfg, Agent(1, nets.FlatEncoder(3), hidden_size=8),
+                        ReplayBuffer(100, verbose=False), env, env)  # fmt: skip

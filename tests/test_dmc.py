@@ -348,6 +348,8 @@ def test_default_augmenter_is_drqv2_shift_when_gin_binds_none():
     pytest.importorskip("super_sac.augmentations")
     aug = cli.default_pixel_augmenter()
     assert type(aug).__name__ == "AugmentationSequence"
+    assert [type(a).__name__ for a in aug.aug_list] == ["Drqv2Aug"]
+    assert aug.shared_draw is False  # DrQ-v2 shifts obs and next_obs independently
 
 
 @pytest.mark.skipif(AUGMENTER_REFUSED, reason=AUG_REASON)

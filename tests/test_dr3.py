@@ -513,14 +513,14 @@ def test_resume_with_dr3_continues_exactly(dataset, tmp_path, monkeypatch):
 
 def test_the_loop_logs_the_dr3_terms(dataset, tmp_path, monkeypatch):
     seen = []
-    original = learning.critic_update
+    original = learning.critic_update_with_features
 
     def spy(*args, **kwargs):
-        logs = original(*args, **kwargs)
+        logs, features = original(*args, **kwargs)
         seen.append((kwargs["dr3_coeff"], kwargs["log_feature_dot"], sorted(logs)))
-        return logs
+        return logs, features
 
-    monkeypatch.setattr(learning, "critic_update", spy)
+    monkeypatch.setattr(learning, "critic_update_with_features", spy)
     trainer = _trainer(dataset, tmp_path, num_steps_offline=2)
     trainer.run()
     assert seen and all(coeff == 0.01 and not flag for coeff, flag, _ in seen)

@@ -74,3 +74,24 @@ def test_original_name_and_gin():
         assert DrQPixelEncoder(3, image_size=32).embedding_dim == 7
     finally:
         gin.clear_config()
+
+
+def test_one_float_conversion_in_channels_last_with_the_reference_values():
+    enc = DrQPixelEncoder(3, image_size=16)
+    torch.manual_seed(1)
+    raw = torch.randint(0, 256, (2, 3, 20, 20), dtype=torch.uint8)  # centre-cropped to 16
+    image = enc.image({"obs": raw})
+    reference = center_crop(raw, (16, 16)).float() * (1.0 / 255.0) + (-0.5)
+    assert torch.equal(image, reference)  # same operations in the same order: bit-equal
+    assert image.dtype == torch.float32
+    assert image.is_contiguous(memory_format=torch.channels_last)
+    # a float32 input (an augmented batch) is read, never written, even uncropped
+    floats = torch.randint(0, 256, (2, 3, 16, 16)).float()
+    kept = floats.clone()
+    out = enc.image({"obs": floats})
+    assert torch.equal(floats, kept) and out.data_ptr() != floats.data_ptr()
+    assert torch.equal(out, floats * (1.0 / 255.0) + (-0.5))
+    # a channels-last float32 input, which contiguous() and the conversion both alias
+    floats_cl = floats.contiguous(memory_format=torch.channels_last)
+    enc.image({"obs": floats_cl})
+    assert torch.equal(floats_cl, kept)

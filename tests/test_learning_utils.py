@@ -118,3 +118,31 @@ def test_linear_schedule_and_gaussian_noise_schedule():
     other = lu.GaussianExplorationNoise(1.0, 0.0, 10)
     other.load_state_dict(state)
     assert other.std == pytest.approx(0.6)
+
+
+def test_noisy_actor_action_by_hand_with_a_straight_through_clamp():
+    mu = torch.tensor([[0.5, 0.9, -0.95]], requires_grad=True)
+    noise = torch.tensor([[1.0, 1.0, -2.0]])
+    # eps = clip(0.2 * noise, -0.3, 0.3) = (0.2, 0.2, -0.3); mu + eps = (0.7, 1.1, -1.25)
+    action = lu.noisy_actor_action(mu, 0.2, 0.3, noise=noise)
+    assert torch.allclose(action, torch.tensor([[0.7, 1.0, -1.0]]))
+    weights = torch.tensor([[1.0, 2.0, 3.0]])
+    (action * weights).sum().backward()
+    # the gradient of the identity, also where the clamp binds (1.1 -> 1, -1.25 -> -1)
+    assert torch.equal(mu.grad, weights)
+    # unclipped noise: -0.95 - 0.4 still clamps to -1
+    assert torch.allclose(
+        lu.noisy_actor_action(mu, 0.2, None, noise=noise), torch.tensor([[0.7, 1.0, -1.0]])
+    )
+    # std 0 without a draw: mu itself, and no random number is drawn
+    state = torch.get_rng_state()
+    assert lu.noisy_actor_action(mu, 0.0, 0.3) is mu
+    assert torch.equal(state, torch.get_rng_state())
+
+
+def test_straight_through_clamp_values_and_gradient():
+    x = torch.tensor([-2.0, 0.5, 3.0], requires_grad=True)
+    y = lu.straight_through_clamp(x, -1.0, 1.0)
+    assert torch.equal(y, torch.tensor([-1.0, 0.5, 1.0]))
+    y.sum().backward()
+    assert torch.equal(x.grad, torch.ones(3))

@@ -64,11 +64,12 @@ def _run(dataset, **kwargs):
 def test_each_phase_runs_its_own_updates(dataset, monkeypatch):
     calls = []
     phase = {"now": None}
-    for name in ("critic_update", "online_actor_update", "offline_actor_update"):
+    # the Learner's critic update is critic_update_with_features (counted as critic_update)
+    for name in ("critic_update_with_features", "online_actor_update", "offline_actor_update"):
         original = getattr(learning, name)
 
         def counted(*args, _name=name, _original=original, **kw):
-            calls.append((phase["now"], _name, kw.get("adv_filter")))
+            calls.append((phase["now"], _name.removesuffix("_with_features"), kw.get("adv_filter")))
             return _original(*args, **kw)
 
         monkeypatch.setattr(learning, name, counted)

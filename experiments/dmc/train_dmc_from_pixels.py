@@ -16,7 +16,8 @@ renders (camera 0; 2 for quadruped), read by ``super_sac.nets.cnns.DrQPixelEncod
 replay buffer stores each frame once. Each action is repeated ``--action_repeat`` times (the
 rewards summed); episodes end at the suite's 1,000-step time limit (truncated). Without a
 ``super_sac.augmenter`` binding in the gin files, pixel runs augment with DrQ-v2's random shift
-(``AugmentationSequence([Drqv2Aug()])``). Rendering is headless (``MUJOCO_GL=egl`` unless set);
+(``AugmentationSequence([Drqv2Aug()], shared_draw=False)``: obs and next_obs drawn
+independently). Rendering is headless (``MUJOCO_GL=egl`` unless set);
 ``--fast_render`` turns shadows and multisampling off. ``--dataset`` (an ``.npz`` from
 ``record_replay.py`` or a Minari id) fills the buffer first, for the offline configs. A bare
 ``--config`` name resolves next to this script.

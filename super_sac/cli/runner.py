@@ -397,11 +397,12 @@ def train_atari(
 
 def default_pixel_augmenter() -> Any:
     """DrQ-v2's random shift (Yarats et al. 2021: replicate-pad 4, bilinear resampling), as
-    ``AugmentationSequence([Drqv2Aug()])``: what the original's DeepMind Control pixel script
-    passed to the loop."""
+    ``AugmentationSequence([Drqv2Aug()], shared_draw=False)``: the augmentation the original's
+    DeepMind Control pixel script passed to the loop, with ``obs`` and ``next_obs`` shifted by
+    independent draws as DrQ-v2's code does (it augments each of them with its own call)."""
     from super_sac.augmentations import AugmentationSequence, Drqv2Aug
 
-    return AugmentationSequence([Drqv2Aug()])
+    return AugmentationSequence([Drqv2Aug()], shared_draw=False)
 
 
 def dmc_loop_defaults(args: argparse.Namespace) -> dict[str, Any]:

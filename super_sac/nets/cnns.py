@@ -103,6 +103,11 @@ class ImageEncoder(Encoder):
 
     def image(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
         """The image of ``obs_dict`` as a float tensor ``(B, C, H, W)``."""
+        return self.to_float(self.raw_image(obs_dict))
+
+    def raw_image(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The image of ``obs_dict`` as stored, ``(B, C, H, W)`` (an error names a missing key or
+        a wrong rank)."""
         if self.image_key not in obs_dict:
             raise KeyError(
                 f"{type(self).__name__} reads the observation key {self.image_key!r}, but the "
@@ -114,7 +119,7 @@ class ImageEncoder(Encoder):
                 f"{type(self).__name__} expects (B, C, H, W) images under {self.image_key!r}, "
                 f"got shape {tuple(image.shape)}; wrap the env with ChannelsFirstWrapper"
             )
-        return self.to_float(image)
+        return image
 
 
 def _conv_trunk(
@@ -255,8 +260,9 @@ def _fit_crop(image: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
     if height < size[0] or width < size[1]:
         raise ValueError(
             f"images of {height}x{width} are smaller than the {size[0]}x{size[1]} the encoder "
-            "was built for. Fix: build the encoder with image_size=(H, W) of the observations, "
-            "or render larger frames."
+            "was built for. Fix: build the encoder with image_size=(H, W) of the images it "
+            "reads (DrQPixelEncoder.image_size; with RAD's RadAug crops: the rendered size "
+            "minus RadAug.crop), or render larger frames (the DMC script's --image_size)."
         )
     return center_crop(image, size)
 
@@ -271,8 +277,14 @@ class DrQPixelEncoder(ImageEncoder):
     Pixels enter as ``x / 255 - 0.5`` (in ``[-0.5, 0.5]``), computed into a new tensor. Images
     larger than ``image_size`` (RAD, Laskin et al. 2020: trained on random crops of larger
     renders, acting on whole frames) are centre-cropped to ``image_size`` first; smaller ones
-    are refused. The features are trained by the critic loss only, as in DrQ-v2 (the library's
-    actor update reads detached encoder features).
+    are refused. The features are trained by the critic loss only (the library's actor update
+    reads detached encoder features).
+
+    Here the fc + LayerNorm + tanh head belongs to this shared encoder, so actor and critics
+    read the same 50 features (the original super_sac's design). DrQ and DrQ-v2 share only the
+    convolutional features and give the actor and the critic each their own head (DrQ-v2's
+    ``trunk``), the actor's trained by the actor loss: a known difference, to be addressed
+    separately.
 
     :param channels: channels of the stacked frames (3 per RGB frame: 9 for three frames).
     :param emb_dim: width of the feature vector (DrQ / DrQ-v2: 50).
@@ -309,15 +321,26 @@ class DrQPixelEncoder(ImageEncoder):
         return self._dim
 
     def image(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The (centre-cropped) image of ``obs_dict`` as ``x * pixel_scale + pixel_shift``."""
-        raw = obs_dict.get(self.image_key)
-        if raw is not None and raw.dim() == 4 and tuple(raw.shape[-2:]) != self.image_size:
-            obs_dict = {**obs_dict, self.image_key: _fit_crop(raw, self.image_size)}
-        return super().image(obs_dict) + self.pixel_shift
+        """The (centre-cropped) image of ``obs_dict`` as ``x * pixel_scale + pixel_shift``, float32
+        in channels-last memory (what the convolutions read).
+
+        The stored image is laid out channels-last first (a uint8 copy, a quarter of a float
+        one), then converted to float once, scaled and shifted in place in that new tensor; a
+        float32 input, which the conversion would alias, is scaled into a new tensor instead and
+        never written.
+        """
+        raw = self.raw_image(obs_dict)
+        if tuple(raw.shape[-2:]) != self.image_size:
+            raw = _fit_crop(raw, self.image_size)
+        raw = raw.contiguous(memory_format=torch.channels_last)
+        if raw.dtype == torch.float32:
+            image = raw.mul(self.pixel_scale)
+        else:
+            image = raw.to(torch.float32).mul_(self.pixel_scale)
+        return image.add_(self.pixel_shift)
 
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
-        image = self.image(obs_dict).contiguous(memory_format=torch.channels_last)
-        features = self.convs(image).flatten(1)
+        features = self.convs(self.image(obs_dict)).flatten(1)
         return torch.tanh(self.norm(self.fc(features)))
 
 
