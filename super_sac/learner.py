@@ -190,7 +190,10 @@ class Learner:
         """The detached encoder features of ``batch.obs`` that the last critic update computed
         before its step, when ``batch`` is that update's batch (the same object); else ``None``.
         DrQ-v2 (Yarats et al. 2021) hands exactly these to its actor update; reusing them also
-        saves an encoder forward pass."""
+        saves an encoder forward pass. Every encoder gets this (DrQ v1, RAD and the original
+        super_sac encode again after the critic's step: one optimizer step apart). A Markov
+        abstraction update moves the encoder again and forgets them (the actor then encodes
+        afresh)."""
         if self._critic_features is None:
             return None
         ref, features = self._critic_features
@@ -300,6 +303,7 @@ class Learner:
         cfg, agent = self.cfg, self.agent
         if self.markov_optimizer is None or agent.markov_heads is None:
             raise RuntimeError("markov_step needs markov_abstraction_updates_per_step > 0")
+        self._critic_features = None  # the encoder moves: the critic's features are stale
         return markov.markov_abstraction_update(
             agent.encoder,
             agent.markov_heads,

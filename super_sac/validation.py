@@ -8,6 +8,7 @@ import copy
 import dataclasses
 import difflib
 import functools
+import inspect
 import numbers
 import os
 import types
@@ -522,12 +523,16 @@ def _validate_dr3(cfg: TrainConfig, agent: Agent) -> None:
             "use 0 (off) or a positive weight such as 0.01 (the original's offline configs)",
         )
     wants_features = cfg.dr3_coeff > 0 or cfg.log_feature_dot
-    if wants_features and not callable(getattr(agent.critic, "features", None)):
+    critic_cls = type(agent.critic)
+    has_features = callable(getattr(agent.critic, "features", None)) and (
+        "return_features" in inspect.signature(critic_cls.forward).parameters
+    )
+    if wants_features and not has_features:
         setting = f"dr3_coeff = {cfg.dr3_coeff}" if cfg.dr3_coeff > 0 else "log_feature_dot = True"
         raise _err(
             setting,
-            f"DR3 needs the critics' penultimate features, but {type(agent.critic).__name__} has "
-            "no features() method",
+            f"DR3 needs the critics' penultimate features, but {critic_cls.__name__} has no "
+            "features() method or no return_features option in forward()",
             "use super_sac.nets.mlps.ContinuousCritic / DiscreteCritic, or give the critic class "
             "features(state, action) (discrete: features(state)) and a return_features=True "
             "forward option returning (values, features)",

@@ -195,6 +195,19 @@ def test_learner_step_moves_encoder_and_heads_only_and_logs_the_weighted_sum():
     )
 
 
+def test_a_markov_step_makes_the_actor_encode_afresh():
+    # the critic's pre-step features are what a reusing actor reads (DrQ-v2); a Markov step moves
+    # the encoder again, so they must not be handed on
+    agent = _agent()
+    learner = Learner(agent, TrainConfig(**MARKOV))
+    batch = _batch()
+    alpha = learner.alpha
+    learner.critic_step(batch, alpha, target_noise_std=0.0)
+    assert learner.critic_features(batch) is not None
+    learner.markov_step(batch)
+    assert learner.critic_features(batch) is None
+
+
 def test_no_heads_and_no_optimizer_without_updates():
     agent = _agent()
     learner = Learner(agent, TrainConfig())
