@@ -1,13 +1,19 @@
 """The pixel speed benchmark's pure parts: its argument checks, the update breakdown's
 arithmetic and the DrQ-architecture features extractor it gives SB3."""
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments" / "benchmarks"))
-speed = pytest.importorskip("dmc_pixel_speed")
+BENCHMARKS = Path(__file__).resolve().parents[1] / "experiments" / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def speed():
+    """The benchmark script as a module (it imports its sibling bench_utils)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(BENCHMARKS))
+        yield pytest.importorskip("dmc_pixel_speed")
 
 
 @pytest.mark.parametrize(
@@ -19,13 +25,13 @@ speed = pytest.importorskip("dmc_pixel_speed")
         (["--sides", "ours,sb4"], "unknown"),
     ],
 )
-def test_bad_arguments_are_refused_with_the_reason(argv, message, capsys):
+def test_bad_arguments_are_refused_with_the_reason(speed, argv, message, capsys):
     with pytest.raises(SystemExit):
         speed.parse_args(argv)
     assert message in capsys.readouterr().err
 
 
-def test_phase_breakdown_splits_the_steps_into_their_parts():
+def test_phase_breakdown_splits_the_steps_into_their_parts(speed):
     timer = speed.PhaseTimer()
     timer.seconds.update({
         "replay sample": 0.2, "augmentation (random shift)": 0.4,
@@ -43,7 +49,7 @@ def test_phase_breakdown_splits_the_steps_into_their_parts():
     assert sum(rows.values()) == pytest.approx(800.0)
 
 
-def test_drq_extractor_has_the_drq_encoder_shape():
+def test_drq_extractor_has_the_drq_encoder_shape(speed):
     torch = pytest.importorskip("torch")
     gym = pytest.importorskip("gymnasium")
     pytest.importorskip("stable_baselines3")
