@@ -357,8 +357,8 @@ def timed_phases(trainer: Any, timer: PhaseTimer) -> Iterator[None]:
             optimizer.step()  # drqv2.gin clips no gradient (optimizer_step's only other work)
 
     module_patches = [
-        (learning, "compute_td_target", timer.wrap("critic: TD target (no grad)",
-                                                   learning.compute_td_target)),
+        (learning, "td_backup", timer.wrap("critic: TD target (no grad)",
+                                                   learning.td_backup)),
         (learning, "optimizer_step", optimizer_step),
         (lu, "soft_update", timer.wrap("target update (Polyak)", lu.soft_update)),
     ]
