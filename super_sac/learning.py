@@ -71,29 +71,11 @@ def evaluate_critics(
 
 
 def compute_td_target(
-    agent: Agent,
-    target_agent: Agent,
-    batch: Batch,
-    *,
-    alpha: torch.Tensor,
-    target_critic_ensemble_n: int,
-    use_target_actor: bool = False,
-    target_noise_std: float = 0.0,
-    target_noise_clip: float | None = None,
-    next_obs: Obs | None = None,
+    agent: Agent, target_agent: Agent, batch: Batch, **settings: Any
 ) -> torch.Tensor:
-    """The TD target ``(B, 1)`` of :func:`td_backup` (same arguments)."""
-    return td_backup(
-        agent,
-        target_agent,
-        batch,
-        alpha=alpha,
-        target_critic_ensemble_n=target_critic_ensemble_n,
-        use_target_actor=use_target_actor,
-        target_noise_std=target_noise_std,
-        target_noise_clip=target_noise_clip,
-        next_obs=next_obs,
-    ).target
+    """The TD target ``(B, 1)`` of :func:`td_backup` (same keyword settings; discrete agents
+    too)."""
+    return td_backup(agent, target_agent, batch, **settings).target
 
 
 @torch.no_grad()
@@ -119,7 +101,7 @@ def td_backup(
     ``y = R + gamma^k (1 - done) min_M Q'(s', clip(mu'(s') + clip(eps, -c, c), -1, 1))``
     with ``eps ~ N(0, target_noise_std^2)`` (Fujimoto et al. 2018; DDPG sets the std to 0).
     ``min_M`` is over a random subset of ``target_critic_ensemble_n`` target critics (REDQ).
-    Discrete agents use :func:`compute_discrete_td_target`. ``next_obs`` replaces
+    Discrete agents use :func:`discrete_td_backup`. ``next_obs`` replaces
     ``batch.next_obs`` (one of DrQ's extra augmentations of it).
     """
     if agent.discrete:
@@ -147,23 +129,10 @@ def td_backup(
 
 
 def compute_discrete_td_target(
-    agent: Agent,
-    target_agent: Agent,
-    batch: Batch,
-    *,
-    alpha: torch.Tensor,
-    target_critic_ensemble_n: int,
-    next_obs: Obs | None = None,
+    agent: Agent, target_agent: Agent, batch: Batch, **settings: Any
 ) -> torch.Tensor:
-    """The TD target ``(B, 1)`` of :func:`discrete_td_backup` (same arguments)."""
-    return discrete_td_backup(
-        agent,
-        target_agent,
-        batch,
-        alpha=alpha,
-        target_critic_ensemble_n=target_critic_ensemble_n,
-        next_obs=next_obs,
-    ).target
+    """SAC-Discrete's TD target ``(B, 1)`` of :func:`discrete_td_backup` (same settings)."""
+    return discrete_td_backup(agent, target_agent, batch, **settings).target
 
 
 @torch.no_grad()

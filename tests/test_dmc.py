@@ -55,6 +55,14 @@ def _bindings(extra=()):
     return [x for b in [*SMALL, *extra] for x in ("--gin_bindings", b)]
 
 
+def train_cartpole_from_pixels(config, tmp_path, image_size="32", extra_argv=(), bindings=()):
+    """A 30-step cartpole_swingup run of the pixel script with ``config``; its summary."""
+    argv = ["--domain", "cartpole", "--task", "swingup", "--config", str(config)]
+    argv += ["--image_size", image_size, *extra_argv, "--steps", "30", "--seed", "0"]
+    argv += ["--logging", "none", "--run_dir", str(tmp_path / "run")]
+    return _script().main(argv + _bindings(bindings))
+
+
 # ------------------------------------------------------------------------------ the env
 
 
@@ -319,27 +327,7 @@ def test_pixel_configs_train_a_few_steps(config, tmp_path):
         pytest.skip("aug_target_samples / aug_critic_samples are not loop settings yet")
     size = "40" if config == "rad.gin" else "32"
     extra = ["DrQPixelEncoder.image_size = (24, 24)"] if config == "rad.gin" else []
-    argv = [
-        "--domain",
-        "cartpole",
-        "--task",
-        "swingup",
-        "--config",
-        config,
-        "--image_size",
-        size,
-        "--action_repeat",
-        "8",
-        "--steps",
-        "30",
-        "--seed",
-        "0",
-        "--logging",
-        "none",
-        "--run_dir",
-        str(tmp_path / "run"),
-    ]
-    summary = _script().main(argv + _bindings(extra))
+    summary = train_cartpole_from_pixels(config, tmp_path, size, ["--action_repeat", "8"], extra)
     assert np.isfinite(summary["final_eval_return"])
 
 
@@ -356,23 +344,6 @@ def test_default_augmenter_is_drqv2_shift_when_gin_binds_none():
 @pytest.mark.parametrize("name", ["drqv1.gin", "drqv2.gin"])
 def test_original_dmc_gin_files_run_unchanged(name, tmp_path):
     pytest.importorskip("super_sac.augmentations")
-    argv = [
-        "--domain",
-        "cartpole",
-        "--task",
-        "swingup",
-        "--config",
-        str(ORIGINAL / name),
-        "--image_size",
-        "32",
-        "--steps",
-        "30",
-        "--seed",
-        "0",
-        "--logging",
-        "none",
-        "--run_dir",
-        str(tmp_path / "run"),
-    ]
-    summary = _script().main(argv + _bindings(["super_sac.max_episode_steps = 20"]))
+    bindings = ["super_sac.max_episode_steps = 20"]
+    summary = train_cartpole_from_pixels(ORIGINAL / name, tmp_path, bindings=bindings)
     assert np.isfinite(summary["final_eval_return"])

@@ -368,26 +368,9 @@ def test_original_drqv2_markov_gin_runs_unchanged(tmp_path):
     pytest.importorskip("dm_control")
     import test_dmc  # the tests folder is importable, as for test_compat's import of test_main
 
-    argv = [
-        "--domain",
-        "cartpole",
-        "--task",
-        "swingup",
-        "--config",
-        str(ORIGINAL_DMC / "drqv2_markov.gin"),
-        "--image_size",
-        "32",
-        "--steps",
-        "30",
-        "--seed",
-        "0",
-        "--logging",
-        "none",
-        "--run_dir",
-        str(tmp_path / "run"),
-    ]
-    module = test_dmc._script()
-    summary = module.main(argv + test_dmc._bindings(["super_sac.max_episode_steps = 20"]))
+    summary = test_dmc.train_cartpole_from_pixels(
+        ORIGINAL_DMC / "drqv2_markov.gin", tmp_path, bindings=["super_sac.max_episode_steps = 20"]
+    )
     assert np.isfinite(summary["final_eval_return"])
     assert summary["critic_updates"] == 20  # 30 steps x 2 transitions, 20 warm-up transitions
     _assert_saved_with_heads(summary, discrete=False)
