@@ -510,8 +510,8 @@ def test_the_loop_passes_the_exploration_std_to_a_noisy_deterministic_actor_upda
             agent_kwargs={"actor_network_cls": ContinuousDeterministicActor}, **det,
         )  # fmt: skip
         step = trainer.learner.pg_actor_step
-        trainer.learner.pg_actor_step = lambda b, a, std=0.0, _s=step: stds.append(std) or _s(
-            b, a, std
+        trainer.learner.pg_actor_step = lambda b, a, std=0.0, _s=step: (
+            stds.append(std) or _s(b, a, std)
         )
         trainer.run()
     assert stds[0] == 0.0 and stds[-1] == 0.7
@@ -599,3 +599,43 @@ def test_actor_update_noise_warns_for_stochastic_actors():
     with pytest.warns(ConfigWarning, match=r"actor_update_noise = True: it has no effect"):
         validate_config(cfg, Agent(1, nets.FlatEncoder(3), hidden_size=8),
                         ReplayBuffer(100, verbose=False), env, env)  # fmt: skip
+
+
+def test_per_network_trunks_train_by_their_own_losses_and_the_critics_is_averaged():
+    """The papers' layout (DrQ-v2's trunks): the critic step moves the encoder and the critic's
+    trunk and Polyak-averages the target trunk; the actor step moves only the actor's trunk."""
+    import functools
+
+    from super_sac.nets.mlps import ContinuousCritic, ContinuousStochasticActor
+
+    trainer = _pixel_trainer(
+        "/tmp/unused", 4, augmenter=FakeShift(), save_to_disk=False, log_to_disk=False,
+        mlp_tau=0.25, target_delay=1,
+        agent_kwargs={
+            "actor_network_cls": functools.partial(ContinuousStochasticActor, trunk_dim=6),
+            "critic_network_cls": functools.partial(ContinuousCritic, trunk_dim=6),
+        },
+    )  # fmt: skip
+    torch.manual_seed(2)
+    trainer.collect(20)
+    learner, batch = trainer.learner, trainer._sample()
+    agent = learner.agent
+
+    def snap(module):
+        return [p.detach().clone() for p in module.parameters()]
+
+    enc, actor_trunk = snap(agent.encoder), snap(agent.actor.trunk)
+    critic_trunk, target_trunk = snap(agent.critic.trunk), snap(learner.target_agent.critic.trunk)
+    learner.critic_step(batch, learner.alpha, 0.0)
+    moved = [not torch.equal(a, b) for a, b in zip(enc, snap(agent.encoder))]
+    assert any(moved)
+    assert all(torch.equal(a, b) for a, b in zip(actor_trunk, snap(agent.actor.trunk)))
+    new_trunk = snap(agent.critic.trunk)
+    assert any(not torch.equal(a, b) for a, b in zip(critic_trunk, new_trunk))
+    for old, new, target in zip(target_trunk, new_trunk, snap(learner.target_agent.critic.trunk)):
+        assert torch.allclose(target, 0.75 * old + 0.25 * new, atol=1e-6)
+    enc, critic_trunk = snap(agent.encoder), snap(agent.critic.trunk)
+    learner.pg_actor_step(batch, learner.alpha)
+    assert any(not torch.equal(a, b) for a, b in zip(actor_trunk, snap(agent.actor.trunk)))
+    assert all(torch.equal(a, b) for a, b in zip(enc, snap(agent.encoder)))
+    assert all(torch.equal(a, b) for a, b in zip(critic_trunk, snap(agent.critic.trunk)))

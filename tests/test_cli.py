@@ -100,6 +100,13 @@ def test_unknown_minatar_game_is_a_usage_error(capsys):
     assert "invalid choice: 'breakot'" in capsys.readouterr().err
 
 
+def test_game_scripts_take_env_as_an_alias_so_sweeps_can_drive_them():
+    # the sweep runner passes --env <name> to every script
+    assert cli.minatar_parser().parse_args(["--env", "freeway"]).game == "freeway"
+    assert cli.atari_parser().parse_args(["--env", "Pong"]).game == "Pong"
+    assert cli.minatar_parser().parse_args([]).game == "breakout"
+
+
 @pytest.mark.parametrize(
     "bad",
     [

@@ -95,3 +95,96 @@ def test_one_float_conversion_in_channels_last_with_the_reference_values():
     floats_cl = floats.contiguous(memory_format=torch.channels_last)
     enc.image({"obs": floats_cl})
     assert torch.equal(floats_cl, kept)
+
+
+# ----------------------------------------------------------------------------- the papers' layout
+
+
+def test_without_its_head_the_encoder_returns_the_flattened_convolutions():
+    torch.manual_seed(0)
+    enc = DrQPixelEncoder(channels=3, image_size=16, trunk=False)
+    # 16 -> (16 - 3) // 2 + 1 = 7 -> 5 -> 3 -> 1: 32 channels of 1x1
+    assert enc.embedding_dim == 32 and enc.fc is None and enc.norm is None
+    frames = _frames(batch=2, channels=3, size=16)
+    out = enc({"obs": frames})
+    expected = enc.convs(enc.image({"obs": frames})).flatten(1)
+    assert out.shape == (2, 32) and torch.equal(out, expected)
+    assert (out >= 0).all()  # ReLU features, no tanh
+    assert sum(p.numel() for p in enc.parameters()) == sum(
+        p.numel() for p in enc.convs.parameters()
+    )
+
+
+def test_trunk_is_tanh_of_layernorm_of_a_linear_map_and_can_detach_its_parameters():
+    from super_sac.nets.mlps import Trunk
+
+    torch.manual_seed(0)
+    trunk = Trunk(4, 3)
+    with torch.no_grad():
+        trunk.norm.weight.copy_(torch.tensor([1.0, 2.0, 0.5]))
+        trunk.norm.bias.copy_(torch.tensor([0.0, 0.1, -0.2]))
+    x = torch.randn(5, 4, requires_grad=True)
+    h = x @ trunk.fc.weight.T + trunk.fc.bias
+    mean, var = h.mean(-1, keepdim=True), h.var(-1, unbiased=False, keepdim=True)
+    by_hand = torch.tanh((h - mean) / torch.sqrt(var + 1e-5) * trunk.norm.weight + trunk.norm.bias)
+    assert torch.allclose(trunk(x), by_hand, atol=1e-6)
+    trunk(x, detach_params=True).sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+    assert all(p.grad is None for p in trunk.parameters())
+
+
+def test_critic_trunk_is_shared_by_the_members_and_actors_own_theirs():
+    from super_sac.nets.mlps import (
+        ContinuousCritic,
+        ContinuousDeterministicActor,
+        ContinuousStochasticActor,
+    )
+
+    torch.manual_seed(0)
+    critic = ContinuousCritic(32, 2, num_critics=3, hidden_size=8, trunk_dim=5)
+    assert critic.trunk.fc.weight.shape == (5, 32)
+    assert critic.net.layers[0].weight.shape == (3, 5 + 2, 8)  # every member reads [trunk, a]
+    state, action = torch.randn(4, 32), torch.rand(4, 2) * 2 - 1
+    q, feats = critic(state, action, return_features=True)
+    x = torch.cat((critic.trunk(state), action), -1)
+    assert torch.allclose(q, critic.net(x)) and q.shape == (3, 4, 1)
+    assert torch.allclose(feats, critic.features(state, action))
+    action.requires_grad_(True)
+    critic(state, action, detach_params=True).sum().backward()  # the actor update's call
+    assert action.grad.abs().sum() > 0
+    assert all(p.grad is None for p in critic.parameters())
+    for actor in (
+        ContinuousStochasticActor(32, 2, hidden_size=8, trunk_dim=5),
+        ContinuousDeterministicActor(32, 2, hidden_size=8, trunk_dim=5),
+    ):
+        assert actor.net[0].in_features == 5 and actor.trunk.fc.in_features == 32
+    with pytest.raises(ValueError, match="trunk_dim"):
+        ContinuousCritic(32, 2, trunk_dim=0)
+    # without trunk_dim the networks are the plain ones
+    assert ContinuousCritic(32, 2).trunk is None
+    assert ContinuousDeterministicActor(32, 2).trunk is None
+
+
+def test_the_papers_dmc_files_use_per_network_trunks_and_the_markov_file_a_shared_head():
+    from pathlib import Path
+
+    from super_sac.nets.mlps import ContinuousCritic
+
+    dmc = Path(__file__).resolve().parents[1] / "experiments" / "dmc"
+    for name, actor, trunk in [
+        ("drqv2.gin", "ContinuousDeterministicActor", 50),
+        ("drqv1.gin", "ContinuousStochasticActor", 50),
+        ("rad.gin", "ContinuousStochasticActor", 50),
+        ("drqv2_markov.gin", "ContinuousDeterministicActor", None),
+    ]:
+        gin.clear_config()
+        import super_sac.augmentations  # noqa: F401  (registers the configurables)
+        import super_sac.main  # noqa: F401
+        from super_sac.config import parse_gin
+
+        parse_gin([dmc / name])
+        assert gin.query_parameter("DrQPixelEncoder.trunk") is (trunk is None), name
+        assert gin.query_parameter(f"{actor}.trunk_dim") == trunk, name
+        assert gin.query_parameter("ContinuousCritic.trunk_dim") == trunk, name
+    gin.clear_config()
+    assert ContinuousCritic(8, 1).trunk is None  # cleared: the default is back

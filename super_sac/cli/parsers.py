@@ -47,7 +47,14 @@ def minatar_parser(description: str | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawTextHelpFormatter
     )
-    p.add_argument("--game", default="breakout", choices=MINATAR_GAMES, help="MinAtar game")
+    p.add_argument(
+        "--game",
+        "--env",
+        dest="game",
+        default="breakout",
+        choices=MINATAR_GAMES,
+        help="MinAtar game (--env is an alias, so sweeps can pass their env names)",
+    )
     add_common_args(p, default_config="basic_online.gin")
     add_dataset_args(p, required=False)
     p.set_defaults(max_episode_steps=10_000)
@@ -63,7 +70,13 @@ def atari_parser(description: str | None = None) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawTextHelpFormatter
     )
-    p.add_argument("--game", default="Breakout", help="ALE game name (Breakout, Pong, ...)")
+    p.add_argument(
+        "--game",
+        "--env",
+        dest="game",
+        default="Breakout",
+        help="ALE game name (Breakout, Pong, ...); --env is an alias, for sweeps",
+    )
     add_common_args(p, default_config="basic_online.gin")
     return p
 

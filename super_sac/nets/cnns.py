@@ -280,11 +280,16 @@ class DrQPixelEncoder(ImageEncoder):
     are refused. The features are trained by the critic loss only (the library's actor update
     reads detached encoder features).
 
-    Here the fc + LayerNorm + tanh head belongs to this shared encoder, so actor and critics
-    read the same 50 features (the original super_sac's design). DrQ and DrQ-v2 share only the
-    convolutional features and give the actor and the critic each their own head (DrQ-v2's
-    ``trunk``), the actor's trained by the actor loss: a known difference, to be addressed
-    separately.
+    Two layouts of the ``fc + LayerNorm + tanh`` head:
+
+    - ``trunk=True`` (default; the original super_sac's design): the head belongs to this shared
+      encoder, so actor and critics read the same ``emb_dim`` features, trained by the critic.
+    - ``trunk=False`` (the papers' layout, used by ``experiments/dmc/drqv2.gin``, ``drqv1.gin``
+      and ``rad.gin``): the encoder returns the flattened convolutional features
+      (``32 * h * w``) and the actor and the critic each put their own head on them
+      (``trunk_dim`` of the actor and critic classes; DrQ-v2's ``trunk``). The actor's head is
+      trained by the actor loss on detached features, the critic's by the critic loss, and the
+      critic's is Polyak-averaged with the critics.
 
     :param channels: channels of the stacked frames (3 per RGB frame: 9 for three frames).
     :param emb_dim: width of the feature vector (DrQ / DrQ-v2: 50).
@@ -292,6 +297,8 @@ class DrQPixelEncoder(ImageEncoder):
     :param image_size: ``(height, width)`` the encoder reads (an int for square images).
     :param pixel_scale: ``1/255`` for 8-bit pixels.
     :param pixel_shift: added after scaling (``-0.5`` centres 8-bit pixels on 0).
+    :param trunk: end with the ``fc + LayerNorm + tanh`` head (``emb_dim`` features); ``False``
+        returns the flattened convolutional features and ignores ``emb_dim``.
     """
 
     def __init__(
@@ -302,15 +309,18 @@ class DrQPixelEncoder(ImageEncoder):
         image_size: IntPair = (84, 84),
         pixel_scale: float = 1.0 / 255.0,
         pixel_shift: float = -0.5,
+        trunk: bool = True,
     ) -> None:
         super().__init__(image_key, pixel_scale)
-        self._dim = int(emb_dim)
         self.image_size = _pair(image_size)
         self.pixel_shift = float(pixel_shift)
         self.convs, layers = _conv_trunk(channels, [(32, 3, 2), (32, 3, 1), (32, 3, 1), (32, 3, 1)])
         height, width = compute_conv_output(self.image_size, layers=layers)
-        self.fc = nn.Linear(32 * height * width, emb_dim)
-        self.norm = nn.LayerNorm(emb_dim)
+        conv_dim = 32 * height * width
+        self.trunk = bool(trunk)
+        self._dim = int(emb_dim) if self.trunk else conv_dim
+        self.fc = nn.Linear(conv_dim, emb_dim) if self.trunk else None
+        self.norm = nn.LayerNorm(emb_dim) if self.trunk else None
         self.apply(weight_init)
         # NHWC convolutions: about 20% faster forward and backward on CPUs (oneDNN) at these
         # sizes; the features are the same
@@ -341,6 +351,8 @@ class DrQPixelEncoder(ImageEncoder):
 
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
         features = self.convs(self.image(obs_dict)).flatten(1)
+        if self.fc is None:
+            return features
         return torch.tanh(self.norm(self.fc(features)))
 
 

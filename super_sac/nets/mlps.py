@@ -53,6 +53,43 @@ def mlp(in_features: int, out_features: int, hidden_size: int, num_hidden_layers
     return MLP(*layers)
 
 
+class Trunk(nn.Module):
+    """``tanh(LayerNorm(W x + b))``: DrQ-v2's ``trunk`` (Yarats et al. 2021, arXiv:2107.09645),
+    the small head by which an actor or a critic turns the shared convolutional features into
+    its own ``trunk_dim`` features (DrQ, Kostrikov et al. 2020, gives the actor such a head of
+    its own too). Its parameters belong to the network that owns it, so they are trained by that
+    network's loss and, for a critic, Polyak-averaged with it.
+
+    :param in_features: width of the encoder's features.
+    :param out_features: the trunk's width (DrQ / DrQ-v2: 50).
+    """
+
+    def __init__(self, in_features: int, out_features: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(in_features, out_features)
+        self.norm = nn.LayerNorm(out_features)
+
+    def forward(self, x: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
+        """:param x: ``(B, in_features)``. :param detach_params: use detached parameters (no
+        gradient reaches them; gradients still flow to ``x``). :return: ``(B, out_features)``."""
+        fc_w, fc_b, ln_w, ln_b = self.fc.weight, self.fc.bias, self.norm.weight, self.norm.bias
+        if detach_params:
+            fc_w, fc_b, ln_w, ln_b = fc_w.detach(), fc_b.detach(), ln_w.detach(), ln_b.detach()
+        x = F.layer_norm(F.linear(x, fc_w, fc_b), self.norm.normalized_shape, ln_w, ln_b)
+        return torch.tanh(x)
+
+
+def make_trunk(state_space_size: int, trunk_dim: int | None) -> tuple[Trunk | None, int]:
+    """A :class:`Trunk` of width ``trunk_dim`` over ``state_space_size`` features and the width
+    the network after it reads; ``(None, state_space_size)`` when ``trunk_dim`` is ``None``.
+    :raises ValueError: for a ``trunk_dim`` below 1."""
+    if trunk_dim is None:
+        return None, state_space_size
+    if trunk_dim < 1:
+        raise ValueError(f"trunk_dim must be None or >= 1, got {trunk_dim}")
+    return Trunk(state_space_size, int(trunk_dim)), int(trunk_dim)
+
+
 def policy_net(
     in_features: int, out_features: int, hidden_size: int, ensemble_size: int
 ) -> nn.Module:
@@ -96,6 +133,7 @@ class ContinuousStochasticActor(nn.Module):
         hidden_size: int = 256,
         beta_dist: bool = False,
         ensemble_size: int = 1,
+        trunk_dim: int | None = None,
     ) -> None:
         super().__init__()
         if not log_std_low < log_std_high:
@@ -103,7 +141,8 @@ class ContinuousStochasticActor(nn.Module):
                 f"log_std_low ({log_std_low}) must be below log_std_high ({log_std_high})"
             )
         self.ensemble_size = int(ensemble_size)
-        self.net = policy_net(state_space_size, 2 * act_space_size, hidden_size, ensemble_size)
+        self.trunk, width = make_trunk(state_space_size, trunk_dim)
+        self.net = policy_net(width, 2 * act_space_size, hidden_size, ensemble_size)
         self.log_std_low = float(log_std_low)
         self.log_std_high = float(log_std_high)
         self.beta_dist = bool(beta_dist)
@@ -117,6 +156,8 @@ class ContinuousStochasticActor(nn.Module):
     def forward(self, state: torch.Tensor) -> SquashedNormal | ScaledBeta:
         """:param state: ``(B, state_space_size)``. :return: the action distribution, batch
         shape ``(B, A)``, or ``(ensemble_size, B, A)`` for an actor ensemble."""
+        if self.trunk is not None:
+            state = self.trunk(state)
         first, second = self.net(state).chunk(2, dim=-1)
         if self.beta_dist:
             return ScaledBeta(1.0 + F.softplus(first), 1.0 + F.softplus(second))
@@ -133,17 +174,28 @@ class ContinuousDeterministicActor(nn.Module):
     :param state_space_size: width of the encoder's state vector.
     :param act_space_size: action dimension.
     :param hidden_size: hidden width.
+    :param trunk_dim: give the actor its own :class:`Trunk` of this width (DrQ-v2's actor);
+        ``None``: the MLP reads the encoder's features directly.
     """
 
     stochastic = False
 
-    def __init__(self, state_space_size: int, act_space_size: int, hidden_size: int = 256) -> None:
+    def __init__(
+        self,
+        state_space_size: int,
+        act_space_size: int,
+        hidden_size: int = 256,
+        trunk_dim: int | None = None,
+    ) -> None:
         super().__init__()
-        self.net = mlp(state_space_size, act_space_size, hidden_size)
+        self.trunk, width = make_trunk(state_space_size, trunk_dim)
+        self.net = mlp(width, act_space_size, hidden_size)
         self.apply(weight_init)
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         """:param state: ``(B, state_space_size)``. :return: actions ``(B, act_space_size)``."""
+        if self.trunk is not None:
+            state = self.trunk(state)
         return torch.tanh(self.net(state))
 
 
@@ -160,6 +212,10 @@ class ContinuousCritic(nn.Module):
     :param num_critics: ensemble size N.
     :param hidden_size: hidden width of every member.
     :param popart: normalise the outputs with PopArt statistics.
+    :param trunk_dim: put a :class:`Trunk` of this width, shared by every member, between the
+        encoder's features and the ensemble (DrQ-v2's critic: one trunk, two Q heads); it is
+        trained by the critic loss and Polyak-averaged with the critics (``mlp_tau``). ``None``:
+        the members read the encoder's features directly.
     """
 
     def __init__(
@@ -169,10 +225,12 @@ class ContinuousCritic(nn.Module):
         num_critics: int = 2,
         hidden_size: int = 256,
         popart: bool = False,
+        trunk_dim: int | None = None,
     ) -> None:
         super().__init__()
         self.num_critics = num_critics
-        self.net = EnsembleMLP(num_critics, state_space_size + act_space_size, 1, hidden_size)
+        self.trunk, width = make_trunk(state_space_size, trunk_dim)
+        self.net = EnsembleMLP(num_critics, width + act_space_size, 1, hidden_size)
         self.popart = PopArt(num_critics) if popart else None
         self.apply(weight_init)
 
@@ -205,7 +263,7 @@ class ContinuousCritic(nn.Module):
         :return: ``(K, B, 1)``, ``K`` = ``num_critics`` or ``len(members)``; with
             ``return_features`` the pair ``(values, features)``, features ``(K, B, hidden)``.
         """
-        x = self._inputs(state, action, members)
+        x = self._inputs(state, action, members, detach_params)
         if return_features:
             out, features = self.net.forward_with_features(x, detach_params, members)
         else:
@@ -227,10 +285,17 @@ class ContinuousCritic(nn.Module):
         return self.net.features(self._inputs(state, action, members), members=members)
 
     def _inputs(
-        self, state: torch.Tensor, action: torch.Tensor, members: torch.Tensor | None
+        self,
+        state: torch.Tensor,
+        action: torch.Tensor,
+        members: torch.Tensor | None,
+        detach_params: bool = False,
     ) -> torch.Tensor:
         """``[s, a]``: ``(B, S + A)``, or ``(K, B, S + A)`` when ``action`` is ``(G, B, A)``
-        (each group of ``K / G`` consecutive critics gets its own actions)."""
+        (each group of ``K / G`` consecutive critics gets its own actions); ``s`` is the trunk's
+        output when the critic has one."""
+        if self.trunk is not None:
+            state = self.trunk(state, detach_params)
         if action.dim() == 3:
             k = self.num_critics if members is None else members.shape[0]
             action = action.repeat_interleave(k // action.shape[0], dim=0)
