@@ -238,11 +238,7 @@ class DrqAug(Augmentation):
         return {"shift": _randint(0, 2 * self.pad + 1, (batch, 2), device, generator)}
 
     def apply(self, images: torch.Tensor, params: Params) -> torch.Tensor:
-        h, w = images.shape[-2:]
-        dev, shift = images.device, params["shift"]
-        rows = (torch.arange(h, device=dev) + shift[:, :1] - self.pad).clamp(0, h - 1)
-        cols = (torch.arange(w, device=dev) + shift[:, 1:] - self.pad).clamp(0, w - 1)
-        return _gather_pixels(as_float(images), rows, cols)
+        return _replicate_shift(images, params["shift"], self.pad)
 
 
 @gin.configurable(module="super_sac.augmentations")
@@ -254,6 +250,9 @@ class Drqv2Aug(Augmentation):
     the reference code does; ``continuous=True`` draws ``U[0, 2 pad]`` for sub-pixel shifts). In
     normalised coordinates of the padded image ``(Hp = H + 2 pad)``:
     ``grid_y(i) = (2 (i + dy) + 1) / Hp - 1``, likewise ``x``; ``dy = dx = pad`` is the identity.
+    Whole-pixel shifts land on pixel centres, where the bilinear weights are 0 and 1: they are
+    computed as the equal index crop of the padded image (:class:`DrqAug`'s), which is cheaper;
+    :func:`bilinear_shift` is the resampling itself.
 
     Draws: DrQ-v2 augments ``obs`` and ``next_obs`` independently
     (``AugmentationSequence(shared_draw=False)``).
@@ -280,16 +279,47 @@ class Drqv2Aug(Augmentation):
         return {"shift": shift.to(torch.float32)}
 
     def apply(self, images: torch.Tensor, params: Params) -> torch.Tensor:
-        b, _, h, w = images.shape
-        p = self.pad
-        padded = F.pad(as_float(images), (p, p, p, p), mode="replicate") if p else as_float(images)
-        shift = params["shift"].to(torch.float32)  # (B, 2): (dy, dx) in pixels
-        ys = (2.0 * (torch.arange(h, device=images.device) + shift[:, :1]) + 1.0) / (h + 2 * p)
-        xs = (2.0 * (torch.arange(w, device=images.device) + shift[:, 1:]) + 1.0) / (w + 2 * p)
-        grid = torch.stack(  # grid_sample reads (x, y) in the last dimension
-            [xs[:, None, :].expand(b, h, w), ys[:, :, None].expand(b, h, w)], dim=-1
-        )
-        return F.grid_sample(padded, grid - 1.0, padding_mode="zeros", align_corners=False)
+        shift = params["shift"]
+        if self.continuous:
+            return bilinear_shift(images, shift, self.pad)
+        # whole-pixel shifts put every grid point on a pixel centre of the padded image, where
+        # bilinear sampling returns that pixel: the same values as an index crop of the padded
+        # image, gathered in the input's dtype (a quarter of the float traffic for uint8)
+        return _replicate_shift(images, shift.to(torch.long), self.pad)
+
+
+def _replicate_shift(images: torch.Tensor, shift: torch.Tensor, pad: int) -> torch.Tensor:
+    """``out[b, :, i, j] = x[b, :, clip(i + dy_b - pad), clip(j + dx_b - pad)]``: the ``H x W``
+    window at integer offset ``shift[b] = (dy, dx)`` of the image replicate-padded by ``pad``,
+    as float32."""
+    h, w = images.shape[-2:]
+    dev = images.device
+    rows = (torch.arange(h, device=dev) + shift[:, :1] - pad).clamp(0, h - 1)
+    cols = (torch.arange(w, device=dev) + shift[:, 1:] - pad).clamp(0, w - 1)
+    return as_float(_gather_pixels(images, rows, cols))
+
+
+def bilinear_shift(images: torch.Tensor, shift: torch.Tensor, pad: int) -> torch.Tensor:
+    """DrQ-v2's ``RandomShiftsAug`` resampling: replicate-pad by ``pad``, then bilinear
+    ``F.grid_sample`` (zeros padding, ``align_corners=False``) of an ``H x W`` window whose
+    pixel centres are moved by ``shift[b] = (dy, dx)`` pixels (real-valued allowed):
+    ``grid_y(i) = (2 (i + dy) + 1) / (H + 2 pad) - 1``, likewise ``x``.
+
+    :param images: ``(B, C, H, W)`` batch.
+    :param shift: ``(B, 2)`` shifts in pixels, each in ``[0, 2 pad]``.
+    :param pad: replicate padding in pixels.
+    :return: float32 ``(B, C, H, W)``.
+    """
+    b, _, h, w = images.shape
+    p = int(pad)
+    padded = F.pad(as_float(images), (p, p, p, p), mode="replicate") if p else as_float(images)
+    shift = shift.to(torch.float32)
+    ys = (2.0 * (torch.arange(h, device=images.device) + shift[:, :1]) + 1.0) / (h + 2 * p)
+    xs = (2.0 * (torch.arange(w, device=images.device) + shift[:, 1:]) + 1.0) / (w + 2 * p)
+    grid = torch.stack(  # grid_sample reads (x, y) in the last dimension
+        [xs[:, None, :].expand(b, h, w), ys[:, :, None].expand(b, h, w)], dim=-1
+    )
+    return F.grid_sample(padded, grid - 1.0, padding_mode="zeros", align_corners=False)
 
 
 @gin.configurable(module="super_sac.augmentations")

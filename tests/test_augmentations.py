@@ -120,8 +120,20 @@ def test_drqv2_by_hand_on_3x3():
     torch.testing.assert_close(out[0, 0], expected, atol=1e-4, rtol=0)
     # a half-pixel continuous shift mixes neighbours: shift (1, 1.5) -> x[i, j] + 0.5 * (x[i, j+1]
     # - x[i, j]) inside, the replicated edge on the right
-    out = A.Drqv2Aug(pad=1).apply(x, {"shift": torch.tensor([[1.0, 1.5]])})
+    out = A.Drqv2Aug(pad=1, continuous=True).apply(x, {"shift": torch.tensor([[1.0, 1.5]])})
     torch.testing.assert_close(out[0, 0, 0], torch.tensor([0.5, 1.5, 2.0]), atol=1e-4, rtol=0)
+
+
+def test_drqv2_whole_pixel_shifts_are_the_bilinear_resampling_computed_as_a_crop():
+    gen = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (81, 3, 12, 10), generator=gen, dtype=torch.uint8)
+    shift = torch.cartesian_prod(torch.arange(9), torch.arange(9)).float()  # every (dy, dx)
+    out = A.Drqv2Aug(pad=4).apply(images, {"shift": shift})
+    reference = A.bilinear_shift(images, shift, 4)
+    assert out.dtype == torch.float32 and out.shape == images.shape
+    torch.testing.assert_close(out, reference, atol=1e-3, rtol=0)
+    # float input (e.g. after another augmentation) gives the same values
+    torch.testing.assert_close(A.Drqv2Aug(pad=4).apply(images.float(), {"shift": shift}), out)
 
 
 def test_drqv2_draws_whole_pixels_in_range():
