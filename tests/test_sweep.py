@@ -402,6 +402,12 @@ def test_curves_keep_the_online_evaluations_of_runs_with_offline_phases(tmp_path
     steps, values = read_curve(tmp_path)
     assert steps.tolist() == [50.0] and values.tolist() == [3.0]
     assert read_curve(tmp_path / "nowhere")[0].size == 0
+    # offline-only runs: against gradient steps, the offline phase after the BC phase's 200
+    rows = ["0,bc,100,1,0,0,0,1,0", "0,bc,200,2,0,0,0,1,0", "0,offline,150,3,0,0,0,1,0",
+            "0,offline,300,4,0,0,0,1,0"]  # fmt: skip
+    (tmp_path / "evaluations.csv").write_text("\n".join([header, *rows]) + "\n")
+    steps, values = read_curve(tmp_path)
+    assert steps.tolist() == [100.0, 200.0, 350.0, 500.0] and values.tolist() == [1, 2, 3, 4]
 
 
 # ----------------------------------------------------------------------------- ray backend

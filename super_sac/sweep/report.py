@@ -23,10 +23,13 @@ STATISTICS = {"mean": np.mean, "median": np.median, "iqm": iqm}
 
 
 def read_curve(run_dir: str | os.PathLike, column: str = "return_mean") -> tuple[np.ndarray, ...]:
-    """``(env_steps, values)`` of a run's ``evaluations.csv`` (empty arrays without one).
+    """``(steps, values)`` of a run's ``evaluations.csv`` (empty arrays without one).
 
     The evaluations of the behavioral-cloning and offline phases all sit at the env steps the
-    online phase starts from, so when a run has online evaluations only those make the curve.
+    online phase starts from, so when a run has online evaluations only those make the curve,
+    against env steps. A run without online evaluations (offline-only) is plotted against its
+    gradient steps instead: each row's ``phase_step`` plus the last ``phase_step`` of the phases
+    before it (behavioral cloning, then offline).
     """
     path = Path(run_dir) / EVAL_CSV
     if not path.is_file():
@@ -35,9 +38,36 @@ def read_curve(run_dir: str | os.PathLike, column: str = "return_mean") -> tuple
         rows = list(csv.DictReader(f))
     if any(r["phase"] == "online" for r in rows):
         rows = [r for r in rows if r["phase"] == "online"]
-    steps = np.array([float(r["env_steps"]) for r in rows])
+        steps = np.array([float(r["env_steps"]) for r in rows])
+    else:
+        steps = _gradient_steps(rows)
     values = np.array([float(r[column]) for r in rows])
     return steps, values
+
+
+def _gradient_steps(rows: list[dict[str, str]]) -> np.ndarray:
+    """Cumulative gradient steps of offline-phase rows: ``phase_step`` offset by the final
+    ``phase_step`` of every earlier phase."""
+    offset, last_of_phase, current, out = 0.0, 0.0, None, []
+    for r in rows:
+        if r["phase"] != current:
+            offset += last_of_phase
+            current, last_of_phase = r["phase"], 0.0
+        step = float(r["phase_step"])
+        last_of_phase = max(last_of_phase, step)
+        out.append(offset + step)
+    return np.array(out)
+
+
+def is_offline_only(run_dirs: list[Path]) -> bool:
+    """Whether none of the runs has an online evaluation (their curves are in gradient steps)."""
+    for run_dir in run_dirs:
+        path = Path(run_dir) / EVAL_CSV
+        if path.is_file():
+            with open(path, newline="") as f:
+                if any(r["phase"] == "online" for r in csv.DictReader(f)):
+                    return False
+    return True
 
 
 def _summarise(values: list[float], seed: int) -> dict[str, Any]:
@@ -60,7 +90,14 @@ def collect(sweep_dir: str | os.PathLike, metric: str = "eval_return") -> dict[s
             missing.append(trial.key)
             continue
         curves[(Path(trial.config).stem, trial.env)].append((steps, values))
-    return {"grid": grid, "curves": curves, "missing": missing, "column": column}
+    folders = [trial.folder for trial in grid.trials(sweep_dir)]
+    return {
+        "grid": grid,
+        "curves": curves,
+        "missing": missing,
+        "column": column,
+        "offline_only": is_offline_only(folders),
+    }
 
 
 def parse_references(items: list[str]) -> dict[str, tuple[float, float]]:
@@ -216,7 +253,7 @@ def plot_curves(sweep_dir: str | os.PathLike, path: str | os.PathLike, metric="e
             (line,) = ax.plot(steps, mean, label=f"{Path(config).stem} ({len(runs)} seeds)")
             ax.fill_between(steps, low, high, alpha=0.25, color=line.get_color())
         ax.set_title(env)
-        ax.set_xlabel("env steps")
+        ax.set_xlabel("gradient steps (offline)" if data["offline_only"] else "env steps")
         ax.set_ylabel(metric)
         ax.legend(fontsize="small")
     for k in range(len(envs), rows * cols):
