@@ -1,0 +1,247 @@
+"""Issue 16's benchmarks from their sweeps: DR3 on and off in long offline training (4a), and a
+Markov state abstraction on and off (4b). Returns per seed (final, mean of the last evaluations,
+peak), the sweep runner's statistics (mean, median, IQM with 95% bootstrap intervals), and the
+curves of logged training scalars (DR3's feature dot product ``phi(s, a) . phi(s', a')``, the
+critic's Q, the Markov losses) read from each run's tensorboard events.
+
+    # 4a: the sweep (HalfCheetah medium dataset, AWAC-style AFBC, DR3 0 vs 0.01), then the report
+    python experiments/sweep.py run --root /work/sweeps --name dr3_halfcheetah_medium \\
+        --script experiments/offline/train_offline.py \\
+        --configs experiments/offline/awac.gin experiments/offline/awac_dr3.gin \\
+        --envs HalfCheetah-v5 --seeds 0-2 --steps 0 --workers 2 --cpus_per_trial 1 \\
+        --script_args "--dataset offline_data/npz/halfcheetah-medium.npz --offline_steps 50000" \\
+        --gin_bindings "super_sac.log_feature_dot = True" \\
+        --gin_bindings "super_sac.eval_interval = 5000"
+    python experiments/benchmarks/representation_losses.py \\
+        --sweep /work/sweeps/dr3_halfcheetah_medium --name dr3_halfcheetah_medium \\
+        --tags critic/feature_dot critic/q_mean --reference HalfCheetah-v5=-282.49:4834.08
+
+The results go to ``results/<name>/``: ``report.{md,json}``, ``curves.png`` (returns and every
+tag, mean over seeds with a 95% bootstrap band) and each run's ``evaluations`` and tag series
+as CSV files, so the figures can be redrawn without the sweep folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import bench_utils
+import numpy as np
+
+from super_sac.sweep import report as sweep_report
+from super_sac.sweep.grid import Grid, read_manifest
+from super_sac.sweep.stats import stratified_bootstrap_ci
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--sweep", required=True, help="the sweep folder (<root>/<name>)")
+    p.add_argument("--name", required=True, help="folder of the results under results/")
+    p.add_argument("--tags", nargs="*", default=[], help="tensorboard scalars to report")
+    p.add_argument("--last", type=int, default=3, help="evaluations averaged as 'last'")
+    p.add_argument("--reference", nargs="*", default=[], help="ENV=LOW:HIGH normalisation")
+    return p.parse_args(argv)
+
+
+def read_tag(run_dir: Path, tag: str) -> tuple[np.ndarray, np.ndarray]:
+    """``(steps, values)`` of a scalar over every tensorboard event file of ``run_dir``
+    (a resumed run has several; a step logged twice keeps its newest value)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    by_step: dict[int, float] = {}
+    for events in sorted(run_dir.glob("events.out.tfevents.*")):
+        acc = EventAccumulator(str(events), size_guidance={"scalars": 0})
+        acc.Reload()
+        if tag in acc.Tags()["scalars"]:
+            by_step.update({e.step: e.value for e in acc.Scalars(tag)})
+    steps = np.array(sorted(by_step), dtype=float)
+    return steps, np.array([by_step[int(s)] for s in steps])
+
+
+def run_rows(sweep: Path, tags: list[str], last: int) -> list[dict[str, Any]]:
+    """One row per finished trial: its returns and, per tag, the first and last logged values
+    (the mean over the first and over the last 10% of the log)."""
+    grid = Grid.from_json(read_manifest(sweep)["grid"])
+    rows = []
+    for trial in grid.trials(sweep):
+        steps, returns = sweep_report.read_curve(trial.folder)
+        if steps.size == 0:
+            continue
+        peak = int(np.argmax(returns))
+        row: dict[str, Any] = {
+            "config": Path(trial.config).stem,
+            "env": trial.env,
+            "seed": trial.seed,
+            "folder": str(trial.folder),
+            "steps": steps.tolist(),
+            "returns": returns.tolist(),
+            "final": float(returns[-1]),
+            "last_mean": float(returns[-last:].mean()),
+            "peak": float(returns[peak]),
+            "peak_step": float(steps[peak]),
+            "tags": {},
+        }
+        for tag in tags:
+            t_steps, values = read_tag(trial.folder, tag)
+            if values.size == 0:
+                continue
+            k = max(1, values.size // 10)
+            row["tags"][tag] = {
+                "steps": t_steps.tolist(),
+                "values": values.tolist(),
+                "start": float(values[:k].mean()),
+                "end": float(values[-k:].mean()),
+            }
+        rows.append(row)
+    return rows
+
+
+def summary_by_config(rows: list[dict[str, Any]], tags: list[str]) -> list[dict[str, Any]]:
+    """Mean over seeds of the per-seed numbers, with their 95% bootstrap interval."""
+    out = []
+    for config in dict.fromkeys(r["config"] for r in rows):
+        mine = [r for r in rows if r["config"] == config]
+        entry: dict[str, Any] = {"config": config, "seeds": [r["seed"] for r in mine]}
+        for key in ("final", "last_mean", "peak"):
+            entry[key] = _mean_ci([r[key] for r in mine])
+        for tag in tags:
+            for end in ("start", "end"):
+                values = [r["tags"][tag][end] for r in mine if tag in r["tags"]]
+                if values:
+                    entry[f"{tag}:{end}"] = _mean_ci(values)
+        out.append(entry)
+    return out
+
+
+def _mean_ci(values: list[float]) -> dict[str, float]:
+    point, low, high = stratified_bootstrap_ci({"runs": values}, np.mean, seed=0)
+    return {"mean": point, "ci_low": low, "ci_high": high}
+
+
+def normalise(value: float, reference: tuple[float, float] | None) -> str:
+    if reference is None:
+        return ""
+    low, high = reference
+    return f" ({100.0 * (value - low) / (high - low):.1f})"
+
+
+def markdown(
+    rows: list[dict[str, Any]],
+    summary: list[dict[str, Any]],
+    tags: list[str],
+    references: dict[str, tuple[float, float]],
+    last: int,
+) -> str:
+    ref = next(iter(references.values()), None)
+    note = " (normalized score in brackets)" if ref else ""
+    lines = [
+        f"## Per seed{note}",
+        "",
+        "| config | seed | final | mean of last "
+        f"{last} | peak (at step) | " + " | ".join(f"{t} start -> end" for t in tags) + " |",
+        "| --- " * (5 + len(tags)) + "|",
+    ]
+    for r in rows:
+        cells = [
+            r["config"],
+            str(r["seed"]),
+            f"{r['final']:.1f}{normalise(r['final'], ref)}",
+            f"{r['last_mean']:.1f}{normalise(r['last_mean'], ref)}",
+            f"{r['peak']:.1f}{normalise(r['peak'], ref)} ({r['peak_step']:.0f})",
+        ]
+        for tag in tags:
+            t = r["tags"].get(tag)
+            cells.append(f"{t['start']:.3g} -> {t['end']:.3g}" if t else "")
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "## Mean over seeds [95% bootstrap interval]", ""]
+    keys = ["final", "last_mean", "peak"] + [f"{t}:{e}" for t in tags for e in ("start", "end")]
+    lines.append("| config | " + " | ".join(keys) + " |")
+    lines.append("| --- " * (1 + len(keys)) + "|")
+    for s in summary:
+        cells = [s["config"]]
+        for key in keys:
+            v = s.get(key)
+            cells.append(
+                f"{v['mean']:.4g} [{v['ci_low']:.4g}, {v['ci_high']:.4g}]"
+                + (normalise(v["mean"], ref) if key in ("final", "last_mean", "peak") else "")
+                if v
+                else ""
+            )
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict[str, Any]], tags: list[str], path: Path, xlabel: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("eval return", None)] + [(t, t) for t in tags]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.8), squeeze=False)
+    for ax, (title, tag) in zip(axes[0], panels):
+        for config in dict.fromkeys(r["config"] for r in rows):
+            runs = []
+            for r in rows:
+                if r["config"] != config:
+                    continue
+                if tag is None:
+                    runs.append((np.array(r["steps"]), np.array(r["returns"])))
+                elif tag in r["tags"]:
+                    t = r["tags"][tag]
+                    runs.append((np.array(t["steps"]), np.array(t["values"])))
+            if not runs:
+                continue
+            steps, mean, low, high = sweep_report._mean_band(runs, seed=0)
+            (line,) = ax.plot(steps, mean, label=f"{config} ({len(runs)} seeds)")
+            ax.fill_between(steps, low, high, alpha=0.25, color=line.get_color())
+        ax.set_title(title)
+        ax.set_xlabel(xlabel)
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_series(rows: list[dict[str, Any]], out: Path) -> None:
+    for r in rows:
+        stem = f"{r['config']}_seed{r['seed']}"
+        shutil.copy(Path(r["folder"]) / "evaluations.csv", out / f"evaluations_{stem}.csv")
+        for tag, t in r["tags"].items():
+            name = tag.replace("/", "_")
+            with open(out / f"{name}_{stem}.csv", "w", newline="") as f:
+                writer = csv.writer(f)
+                writer.writerow(["step", tag])
+                writer.writerows(zip(t["steps"], t["values"]))
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    sweep = Path(args.sweep)
+    references = sweep_report.parse_references(args.reference)
+    rows = run_rows(sweep, args.tags, args.last)
+    if not rows:
+        raise SystemExit(f"{sweep} has no trial with evaluations yet")
+    out = bench_utils.RESULTS_DIR / args.name
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summary_by_config(rows, args.tags)
+    sweep_md = sweep_report.markdown_table(sweep_report.build_report(sweep, references=references))
+    text = markdown(rows, summary, args.tags, references, args.last) + "\n" + sweep_md
+    (out / "report.md").write_text(text)
+    shutil.copy(sweep / "manifest.json", out / "manifest.json")
+    offline = sweep_report.is_offline_only([Path(r["folder"]) for r in rows])
+    plot(rows, args.tags, out / "curves.png", "gradient steps" if offline else "env steps")
+    write_series(rows, out)
+    result = {"rows": rows, "summary": summary, "references": args.reference}
+    (out / "report.json").write_text(json.dumps(result, indent=1))
+    print(text)
+    return result
+
+
+if __name__ == "__main__":
+    main()
