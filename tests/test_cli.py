@@ -20,6 +20,7 @@ SCRIPTS = [
     "experiments/offline/record_replay.py",
     "experiments/offline/build_datasets.py",
     "experiments/minatar/train_minatar.py",
+    "experiments/minatar/record_replay.py",
     "experiments/atari/train_atari.py",
 ]
 
@@ -171,3 +172,38 @@ def test_bare_config_names_resolve_in_the_given_folders():
 def test_dataset_names_and_normalized_score():
     assert cli.dataset_id("HalfCheetah-v5", "medium") == "super_sac/halfcheetah-medium-v0"
     assert cli.normalized_score(5.0, random_return=0.0, expert_return=10.0) == 50.0
+
+
+def test_minatar_datasets_are_recorded_from_a_random_policy_or_a_saved_agent(tmp_path):
+    import gin
+    import numpy as np
+    import torch
+
+    from super_sac import datasets as ds
+    from super_sac.config import parse_gin
+    from super_sac.wrappers import make_minatar_env
+
+    minatar = Path(__file__).resolve().parents[1] / "experiments" / "minatar"
+    random_npz = tmp_path / "random.npz"
+    summary = cli.record_minatar_dataset(
+        ["--env", "breakout", "--transitions", "150", "--npz", str(random_npz)]
+    )
+    assert summary["transitions"] == 150 and summary["env"] == "breakout"
+    transitions, space = ds.load_npz(random_npz)
+    assert len(transitions.reward) == 150 and space.n == 3  # breakout's minimal action set
+    # a saved agent of basic_online.gin (its untrained weights), its policy sampled
+    parse_gin([minatar / "basic_online.gin"], [], [minatar])
+    env = make_minatar_env("breakout", max_episode_steps=50)
+    saved = cli.minatar_agent(env, torch.device("cpu")).save(tmp_path / "agent.pt")
+    gin.clear_config()
+    agent_npz = tmp_path / "agent.npz"
+    summary = cli.record_minatar_dataset(
+        ["--game", "breakout", "--policy", str(saved), "--config", "basic_online.gin",
+         "--transitions", "120", "--npz", str(agent_npz), "--max_episode_steps", "50"],
+        search_dirs=[minatar],
+    )  # fmt: skip
+    transitions, _ = ds.load_npz(agent_npz)
+    assert summary["policy"] == str(saved) and len(transitions.reward) == 120
+    assert set(np.unique(transitions.action).tolist()) <= {0, 1, 2}
+    with pytest.raises(SystemExit, match="discrete"):
+        cli.record_minatar_dataset(["--noise_std", "0.1", "--npz", str(tmp_path / "x.npz")])

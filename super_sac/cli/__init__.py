@@ -62,6 +62,8 @@ from super_sac.cli.recording import (
     record_dataset,
     record_dmc_dataset,
     record_dmc_parser,
+    record_minatar_dataset,
+    record_minatar_parser,
     record_parser,
 )
 from super_sac.cli.runner import (
@@ -125,6 +127,8 @@ __all__ = [
     "record_dataset",
     "record_dmc_dataset",
     "record_dmc_parser",
+    "record_minatar_dataset",
+    "record_minatar_parser",
     "record_parser",
     "resumed_args",
     "run",

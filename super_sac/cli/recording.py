@@ -16,12 +16,15 @@ import torch
 import super_sac
 from super_sac import datasets
 from super_sac.cli.factories import (
+    MINATAR_GAMES,
     build_agent,
     dmc_agent,
     dmc_env_kwargs,
     make_dmc,
     make_env,
+    minatar_agent,
 )
+from super_sac.wrappers import make_minatar_env
 from super_sac.cli.parsers import add_dmc_args
 from super_sac.cli.runner import (
     parse_gin_args,
@@ -58,6 +61,21 @@ def record_dmc_parser(description: str | None = None) -> argparse.ArgumentParser
     p.add_argument("--task", default="swingup", help="task of the domain")
     add_dmc_args(p)
     add_record_args(p, default_config="drqv2.gin")
+    return p
+
+
+def record_minatar_parser(description: str | None = None) -> argparse.ArgumentParser:
+    """The command line of ``experiments/minatar/record_replay.py``: ``--game`` (alias
+    ``--env``) and the options of :func:`record_parser` (10,000-step episode limit).
+
+    :param description: the help text.
+    """
+    p = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawTextHelpFormatter
+    )
+    p.add_argument("--game", "--env", dest="game", default="breakout", choices=MINATAR_GAMES)
+    add_record_args(p, default_config="basic_online.gin")
+    p.set_defaults(max_episode_steps=10_000)
     return p
 
 
@@ -138,7 +156,9 @@ def record(
     torch.set_num_threads(args.threads)
     super_sac.set_seed(args.seed)
     env = make() if make is not None else make_env(args.env, args.max_episode_steps)
-    env_name = getattr(args, "env", None) or f"{args.domain}-{args.task}"
+    env_name = (
+        getattr(args, "env", None) or getattr(args, "game", None) or f"{args.domain}-{args.task}"
+    )
     if args.policy == "random":
         policy = datasets.random_policy(env, args.seed)
     else:
@@ -232,6 +252,37 @@ def record_dmc_dataset(
         search_dirs,
         make=lambda: make_dmc(args.domain, args.task, **kwargs),
         agent_builder=dmc_agent,
+    )
+    shown = {k: v for k, v in summary.items() if k != "complete_episode_returns"}
+    print(json.dumps(shown, indent=1), flush=True)
+    return summary
+
+
+def record_minatar_dataset(
+    argv: Sequence[str] | None = None,
+    *,
+    search_dirs: SearchDirs = (),
+    description: str | None = None,
+) -> dict[str, Any]:
+    """Record a MinAtar dataset (a random policy or a saved SAC-Discrete agent, whose policy is
+    sampled) and print its summary: the command line of ``experiments/minatar/record_replay.py``.
+
+    :param argv: the command line (None: ``sys.argv[1:]``).
+    :param search_dirs: folders searched for ``--config`` (``experiments/minatar``).
+    :param description: the ``--help`` text.
+    :return: the summary of :func:`record`.
+    """
+    args = record_minatar_parser(description).parse_args(argv)
+    if args.noise_std:
+        raise SystemExit(
+            "error: --noise_std adds Gaussian noise to continuous actions; MinAtar's are "
+            "discrete. Sample the policy (the default) or record with --policy random"
+        )
+    summary = record(
+        args,
+        search_dirs,
+        make=lambda: make_minatar_env(args.game, max_episode_steps=args.max_episode_steps),
+        agent_builder=minatar_agent,
     )
     shown = {k: v for k, v in summary.items() if k != "complete_episode_returns"}
     print(json.dumps(shown, indent=1), flush=True)
