@@ -24,11 +24,11 @@ from super_sac.cli.factories import (
     make_env,
     minatar_agent,
 )
-from super_sac.wrappers import make_minatar_env
 from super_sac.cli.parsers import add_dmc_args
 from super_sac.cli.runner import (
     parse_gin_args,
 )
+from super_sac.wrappers import make_minatar_env
 
 PathLike = str | os.PathLike
 AgentBuilder = Callable[[gym.Env, torch.device], super_sac.Agent]
