@@ -130,6 +130,7 @@ def test_resume_skips_finished_runs_and_refuses_other_settings(bench, data, tmp_
     more = bench.main(argv + ["--resume", "--seeds", "0,1"])
     assert [c[1:] for c in calls] == [("ours_bc", "medium", 1), ("d3rlpy_bc", "medium", 1)]
     assert more["summary"][0]["seeds"] == [0, 1]
+    assert "seeds 0, 1." in (tmp_path / "smoke.md").read_text()
     with pytest.raises(SystemExit, match="steps: saved 4, now 6"):
         bench.main(argv + ["--resume", "--steps", "6"])
 

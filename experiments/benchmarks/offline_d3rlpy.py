@@ -456,12 +456,13 @@ def markdown(args: argparse.Namespace, rows: list[dict[str, Any]], refs: dict[st
         "per seed",
     ] + (["online fine-tuning (normalized)"] if online else [])
     d3rlpy_batch = "each algorithm's own" if args.d3rlpy_batch is None else args.d3rlpy_batch
+    seeds = sorted({s for r in rows for s in r["seeds"]})  # of every run (--resume adds some)
     lines = [
         f"# Offline RL on locally built {args.env} datasets: super_sac vs d3rlpy",
         "",
         f"{args.steps} gradient steps per run (ours: batch {BATCH}; d3rlpy: {d3rlpy_batch}), an "
         f"evaluation of {args.eval_episodes} episodes every {args.eval_interval} steps, "
-        f"seeds {args.seeds}. D4RL normalized scores with random return "
+        f"seeds {', '.join(str(s) for s in seeds)}. D4RL normalized scores with random return "
         f"{refs['random_return']:.1f} and expert return {refs['expert_return']:.1f}; "
         "'dataset score' is the dataset's own mean episode return, normalized. d3rlpy_awac "
         f"has its critic temperature set to exp({NEUTRAL_LOG_TEMP:g}) (see the script's "
