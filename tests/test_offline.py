@@ -5,6 +5,7 @@ script with bc.gin and awac.gin."""
 from functools import partial
 from pathlib import Path
 
+import gin
 import numpy as np
 import pytest
 import torch
@@ -234,6 +235,7 @@ def test_afbc_needs_a_stochastic_actor_and_a_matching_advantage(dataset):
     [
         ("bc.gin", ["--bc_steps", "200", "--steps", "0"], []),
         ("awac.gin", ["--offline_steps", "200", "--steps", "100"], ["super_sac.afbc_per = True"]),
+        ("crr.gin", ["--offline_steps", "200", "--steps", "100"], []),
     ],
 )
 def test_offline_script_trains_with_each_gin_file(dataset, config, steps, extra):
@@ -255,6 +257,9 @@ def test_offline_script_trains_with_each_gin_file(dataset, config, steps, extra)
         assert phases == ["bc", "bc"] and summary["critic_updates"] == 0
         assert summary["env_steps"] == 0
     else:
+        if config == "crr.gin":  # CRR's binary filter on the "max" advantage (crr.gin)
+            assert gin.query_parameter("super_sac.afbc_filter") == "binary"
+            assert gin.query_parameter("Agent.adv_method") == "max"
         assert phases == ["offline", "offline", "online"]
         assert summary["critic_updates"] == 300 and summary["env_steps"] == 100
     assert np.isfinite(summary["final_eval_return"])

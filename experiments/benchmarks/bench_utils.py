@@ -94,11 +94,15 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
     return "\n".join(lines)
 
 
-def write_results(name: str, markdown: str, payload: dict[str, Any]) -> tuple[Path, Path]:
-    """Write ``results/<name>.md`` and ``results/<name>.json``; return both paths."""
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    md_path = RESULTS_DIR / f"{name}.md"
-    json_path = RESULTS_DIR / f"{name}.json"
+def write_results(
+    name: str, markdown: str, payload: dict[str, Any], results_dir: Path | None = None
+) -> tuple[Path, Path]:
+    """Write ``<results_dir>/<name>.md`` and ``<results_dir>/<name>.json`` (default folder:
+    ``results/`` beside this file); return both paths."""
+    folder = RESULTS_DIR if results_dir is None else Path(results_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    md_path = folder / f"{name}.md"
+    json_path = folder / f"{name}.json"
     md_path.write_text(markdown.rstrip() + "\n")
     json_path.write_text(json.dumps(payload, indent=2, sort_keys=False) + "\n")
     return md_path, json_path

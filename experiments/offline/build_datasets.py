@@ -1,77 +1,153 @@
 """Build D4RL-style datasets locally (D4RL's servers cannot be reached here): for each env, a
-"random" (uniform random policy), "medium" (a partially trained SAC agent) and "expert" (the
-final SAC agent) dataset, in Minari's format and as ``.npz``, plus the reference returns of the
-D4RL normalized score ``100 * (return - random) / (expert - random)``.
+"random" (uniform random policy), "medium" (a partially trained SAC agent), "medium-replay"
+(the whole replay of that agent's training run) and "expert" (the final SAC agent) dataset, in
+Minari's format and as ``.npz``, plus the reference returns of the D4RL normalized score
+``100 * (return - random) / (expert - random)``.
 
     # 1. train the SAC agents (checkpoints every few thousand steps become "medium" candidates)
     python experiments/offline/build_datasets.py --stage train --out offline_data
-    # 2. record the datasets and measure the reference returns
+    # 2. record the datasets, measure the reference returns, write the checksums
     python experiments/offline/build_datasets.py --stage record --out offline_data
+    # later: check the files on disk against the recorded checksums (rebuilds nothing)
+    python experiments/offline/build_datasets.py --verify --out offline_data
+    # rebuild with an earlier medium choice (the step, or the folder, reference_returns.json names)
+    python experiments/offline/build_datasets.py --stage record --out offline_data --overwrite \\
+        --medium_checkpoint HalfCheetah-v5=35000
 
 As in D4RL (Fu et al. 2020, "D4RL: Datasets for Deep Data-Driven Reinforcement Learning",
 arXiv:2004.07219): the expert and medium datasets sample the SAC policy; "medium" is the saved
 agent whose evaluation return is closest to 40% of the way from random to expert (D4RL's
-medium agents reach about a third to a half of the expert's); the reference returns are the mean
-returns of complete episodes of our own random and expert datasets. Our datasets are smaller
-than D4RL's (1M transitions) and come from shorter SAC runs: see ``ENVS``.
+medium agents reach about a third to a half of the expert's); "medium-replay" is every
+transition the agent saw while training up to that checkpoint (its replay buffer, warm-up
+included); the reference returns are the mean returns of complete episodes of our own random and
+expert datasets. Our datasets are smaller than D4RL's (1M transitions) and come from shorter SAC
+runs: see ``ENVS``.
+
+Reproducibility: training and recording use fixed seeds (``--seed``, ``--record_seed``), a fixed
+torch thread count (``--threads``) and the CPU, so the same command on the same machine and
+library versions writes byte-identical ``.npz`` files. ``reference_returns.json`` records the
+seeds, the thread count, the versions, the medium checkpoint (path, step, evaluation return, how
+it was chosen) and the SHA-256 of every written file, which ``--verify`` checks.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
 
-from super_sac import cli
+import numpy as np
+
+from super_sac import cli, datasets
 from super_sac.cli import dataset_id, normalized_score
+from super_sac.replay import replay_episodes
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 GYM = HERE.parent / "gym"
 
-# env id -> SAC training steps, checkpoint interval, transitions per dataset
+# env id -> SAC training steps, checkpoint (and evaluation) interval, transitions per recorded
+# dataset; optional: "warmup_steps" (super_sac.random_warmup_steps, default the gin file's) and
+# "eval_episodes" (per evaluation during training, default 3)
 ENVS: dict[str, dict[str, int]] = {
     "Pendulum-v1": {"train_steps": 10_000, "interval": 1_000, "transitions": 50_000},
     "HalfCheetah-v5": {"train_steps": 100_000, "interval": 5_000, "transitions": 100_000},
 }
-QUALITIES = ("random", "medium", "expert")
+QUALITIES = ("random", "medium", "medium-replay", "expert")
 MEDIUM_FRACTION = 0.4
+REFERENCE_FILE = "reference_returns.json"
 
 
+class ChecksumError(ValueError):
+    """Dataset files that differ from (or lack) the checksums ``reference_returns.json`` holds."""
+
+
+# ------------------------------------------------------------------------------ paths
 def npz_path(out: Path, env_id: str, quality: str) -> Path:
+    """``<out>/npz/<env>-<quality>.npz``, e.g. ``npz/halfcheetah-medium-replay.npz``."""
     return out / "npz" / f"{env_id.split('-')[0].lower()}-{quality}.npz"
 
 
 def run_dir(out: Path, env_id: str) -> Path:
+    """The SAC training run of ``env_id``: ``<out>/agents/sac_<env>_0``."""
     return out / "agents" / f"sac_{env_id}_0"
 
 
-def train_agents(out: Path, envs: list[str]) -> None:
-    """Train SAC on each env with checkpoints kept at every interval (one torch thread)."""
-    os.environ["SSAC_SAVE"] = str(out / "agents")
-    for env_id in envs:
-        spec = ENVS[env_id]
-        cli.train_gym(
-            [
-                "--env", env_id, "--config", "sac.gin", "--seed", "0",
-                "--steps", str(spec["train_steps"]), "--threads", "1",
-                "--name", f"sac_{env_id}", "--logging", "none",
-                "--gin_bindings", "ReplayBuffer.size = 200000",
-                "--gin_bindings", f"super_sac.checkpoint_interval = {spec['interval']}",
-                "--gin_bindings", "super_sac.keep_checkpoints = 100",
-                "--gin_bindings", f"super_sac.eval_interval = {spec['interval']}",
-                "--gin_bindings", "super_sac.eval_episodes = 3",
-            ],
-            search_dirs=[GYM],
-        )  # fmt: skip
+def relative_to(path: Path, out: Path) -> str:
+    """``path`` relative to the build folder when inside it, else absolute."""
+    return str(path.relative_to(out)) if path.is_relative_to(out) else str(path)
 
 
-def pick_medium(folder: Path, random_return: float) -> tuple[Path, float]:
+def sha256_file(path: Path) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# ------------------------------------------------------------------------------ training
+def train_agent(out: Path, env_id: str, seed: int, threads: int) -> Path:
+    """Train SAC on ``env_id`` on the CPU with ``threads`` torch threads, a checkpoint and an
+    evaluation at every interval, all checkpoints kept (each holds the replay buffer up to its
+    step) and a replay buffer larger than the run, so no transition is overwritten.
+
+    :param out: the build folder; the run goes to :func:`run_dir`.
+    :param seed: the run's seed (env, networks, sampling).
+    :param threads: torch CPU threads.
+    :return: the run directory.
+    """
+    import gin
+
+    spec = ENVS[env_id]
+    steps, interval = spec["train_steps"], spec["interval"]
+    bindings = [
+        f"ReplayBuffer.size = {steps + 1}",
+        f"super_sac.checkpoint_interval = {interval}",
+        f"super_sac.keep_checkpoints = {steps // interval + 1}",
+        f"super_sac.eval_interval = {interval}",
+        f"super_sac.eval_episodes = {spec.get('eval_episodes', 3)}",
+        "super_sac.n_step = 1",
+    ]
+    if "warmup_steps" in spec:
+        bindings.append(f"super_sac.random_warmup_steps = {spec['warmup_steps']}")
+    folder = run_dir(out, env_id)
+    argv = [
+        "--env", env_id, "--config", "sac.gin", "--seed", str(seed), "--steps", str(steps),
+        "--threads", str(threads), "--device", "cpu", "--name", f"sac_{env_id}",
+        "--run_dir", str(folder), "--logging", "none",
+    ]  # fmt: skip
+    gin.clear_config()
+    cli.train_gym(argv + [x for b in bindings for x in ("--gin_bindings", b)], search_dirs=[GYM])
+    gin.clear_config()
+    return folder
+
+
+def training_settings(folder: Path) -> dict[str, Any]:
+    """The seed, threads and device the run in ``folder`` was started with (its
+    ``hparams.json``)."""
+    hparams = json.loads((folder / "hparams.json").read_text())
+    args = (hparams.get("run_info") or {}).get("args") or {}
+    return {k: args.get(k) for k in ("seed", "threads", "device", "steps")}
+
+
+# ------------------------------------------------------------------------------ medium choice
+def eval_history(folder: Path) -> list[dict[str, Any]]:
+    """The evaluations of the training run (``summary.json``)."""
+    return json.loads((folder / "summary.json").read_text())["eval_history"]
+
+
+def pick_medium(folder: Path, random_return: float) -> dict[str, Any]:
     """The checkpoint whose evaluation return is closest to ``MEDIUM_FRACTION`` of the way from
-    the random return to the final agent's."""
-    history = json.loads((folder / "summary.json").read_text())["eval_history"]
+    the random return to the final agent's, ``random + 0.4 (expert - random)``.
+
+    :return: ``{"path", "env_steps", "eval_return", "chosen_by"}``.
+    """
+    history = eval_history(folder)
     expert = history[-1]["return_mean"]
     target = random_return + MEDIUM_FRACTION * (expert - random_return)
     candidates = [
@@ -79,83 +155,328 @@ def pick_medium(folder: Path, random_return: float) -> tuple[Path, float]:
         for e in history[:-1]
         if (folder / "checkpoints" / f"ckpt_{e['env_steps']}").exists()
     ]
+    if not candidates:
+        raise FileNotFoundError(
+            f"{folder}: no checkpoint beside an evaluation before the last; train again with "
+            "--stage train (checkpoints are kept at every interval)"
+        )
     _, best = min(candidates, key=lambda c: c[0])
-    return folder / "checkpoints" / f"ckpt_{best['env_steps']}", best["return_mean"]
+    return {
+        "path": folder / "checkpoints" / f"ckpt_{best['env_steps']}",
+        "env_steps": int(best["env_steps"]),
+        "eval_return": float(best["return_mean"]),
+        "chosen_by": f"evaluation return closest to {target:.1f} (random + {MEDIUM_FRACTION} "
+        f"(final {expert:.1f} - random))",
+    }
 
 
-def record_all(out: Path, envs: list[str], overwrite: bool) -> dict[str, Any]:
-    """Record the three datasets of each env; :return: the reference returns and details."""
-    refs: dict[str, Any] = {}
-    for env_id in envs:
-        n = ENVS[env_id]["transitions"]
-        folder = run_dir(out, env_id)
-        summaries = {}
-        for quality in ("random", "medium", "expert"):
-            if quality == "random":
-                policy = "random"
-            elif quality == "medium":  # needs the random return to place "40% of the way"
-                medium, medium_eval = pick_medium(folder, summaries["random"]["return_mean"])
-                policy = str(medium)
-            else:
-                policy = str(folder / "agent.pt")
-            argv = [
-                "--env", env_id, "--policy", policy, "--transitions", str(n),
-                "--dataset_id", dataset_id(env_id, quality),
-                "--datasets_path", str(out / "minari"),
-                "--npz", str(npz_path(out, env_id, quality)), "--seed", "0",
-            ] + (["--overwrite"] if overwrite else [])  # fmt: skip
-            summaries[quality] = cli.record_dataset(argv, search_dirs=[HERE, GYM])
-        random_ret = summaries["random"]["return_mean"]
-        expert_ret = summaries["expert"]["return_mean"]
-        refs[env_id] = {
-            "random_return": random_ret,
-            "expert_return": expert_ret,
-            "medium_agent": str(Path(summaries["medium"]["policy"]).relative_to(out)),
-            "medium_agent_eval_return": medium_eval,
-            "datasets": {
-                q: {
-                    "minari_id": dataset_id(env_id, q),
-                    "npz": str(npz_path(out, env_id, q).relative_to(out)),
-                    "transitions": summaries[q]["transitions"],
-                    "episodes": summaries[q]["episodes"],
-                    "return_mean": summaries[q]["return_mean"],
-                    "normalized_score": normalized_score(
-                        summaries[q]["return_mean"], random_ret, expert_ret
-                    ),
-                }
-                for q in QUALITIES
-            },
-        }
-    return refs
+def forced_medium(out: Path, folder: Path, choice: str) -> dict[str, Any]:
+    """The checkpoint ``--medium_checkpoint`` names: an env step (``35000``) or a checkpoint
+    folder (absolute, or relative to ``out`` as ``reference_returns.json`` writes it).
+
+    :raises FileNotFoundError: naming the checkpoints the run has.
+    """
+    path = folder / "checkpoints" / f"ckpt_{choice}" if choice.isdigit() else Path(choice)
+    if not path.is_absolute():
+        path = out / path
+    if not (path / "state.pt").exists():
+        have = sorted(p.name for p in (folder / "checkpoints").glob("ckpt_*"))
+        raise FileNotFoundError(
+            f"--medium_checkpoint {choice}: no checkpoint at {path} (the run has {have or 'none'})."
+            " Fix: give one of its steps, or train with --stage train first"
+        )
+    steps = int(path.name.removeprefix("ckpt_"))
+    evals = [e["return_mean"] for e in eval_history(folder) if e["env_steps"] == steps]
+    return {
+        "path": path,
+        "env_steps": steps,
+        "eval_return": float(evals[-1]) if evals else None,
+        "chosen_by": "--medium_checkpoint",
+    }
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_medium_choices(values: list[str], envs: list[str]) -> dict[str, str]:
+    """``--medium_checkpoint`` values ``[ENV=]CHECKPOINT`` -> ``{env: checkpoint}``; the env may
+    be left out when one env is built."""
+    choices = {}
+    for value in values:
+        env_id, sep, choice = value.rpartition("=")
+        if not sep:
+            if len(envs) != 1:
+                raise SystemExit(
+                    f"error: --medium_checkpoint {value}: name the env (ENV=CHECKPOINT) when "
+                    f"building several envs ({', '.join(envs)})"
+                )
+            env_id = envs[0]
+        if env_id not in envs:
+            raise SystemExit(f"error: --medium_checkpoint {value}: {env_id} is not in --envs")
+        choices[env_id] = choice
+    return choices
+
+
+# ------------------------------------------------------------------------------ recording
+def record_quality(
+    out: Path, env_id: str, quality: str, policy: str, seed: int, threads: int, overwrite: bool
+) -> dict[str, Any]:
+    """Record ``ENVS[env_id]["transitions"]`` transitions of ``policy`` as the ``quality``
+    dataset (Minari + ``.npz``) with :func:`super_sac.cli.record_dataset`."""
+    import gin
+
+    argv = [
+        "--env", env_id, "--policy", policy, "--transitions", str(ENVS[env_id]["transitions"]),
+        "--dataset_id", dataset_id(env_id, quality), "--datasets_path", str(out / "minari"),
+        "--npz", str(npz_path(out, env_id, quality)), "--seed", str(seed),
+        "--threads", str(threads), "--label", relative_to(Path(policy), out),
+    ] + (["--overwrite"] if overwrite else [])  # fmt: skip
+    gin.clear_config()
+    summary = cli.record_dataset(argv, search_dirs=[HERE, GYM])
+    gin.clear_config()
+    return summary
+
+
+def record_replay(out: Path, env_id: str, checkpoint: Path, overwrite: bool) -> dict[str, Any]:
+    """Write the replay buffer of ``checkpoint`` (every transition of the training run up to
+    it) as the "medium-replay" dataset, Minari + ``.npz``, like :func:`record_quality`.
+
+    :raises datasets.DatasetError: when the buffer's episodes disagree with the checkpoint's
+        counters (env steps, finished episodes).
+    """
+    env = cli.make_env(env_id, None)
+    act_space = datasets.raw_action_space(env)
+    episodes = replay_episodes(checkpoint / "buffer.npz", act_space)
+    check_replay_matches_run(checkpoint, episodes)
+    quality = "medium-replay"
+    label = relative_to(checkpoint, out)
+    datasets.save_minari(
+        dataset_id(env_id, quality),
+        episodes,
+        datasets.raw_observation_space(env),
+        act_space,
+        datasets_path=out / "minari",
+        overwrite=overwrite,
+        algorithm_name=f"super_sac replay of the SAC run up to {label}",
+        description=f"{env_id}, every transition of a SAC run up to {label}",
+    )
+    datasets.save_npz(npz_path(out, env_id, quality), episodes, act_space)
+    limit = env.spec.max_episode_steps if env.spec is not None else None
+    env.close()
+    returns = [
+        float(np.sum(ep.rewards))
+        for ep in episodes
+        if ep.terminations[-1] or (limit is not None and len(ep.rewards) == limit)
+    ]
+    return {
+        "transitions": int(sum(len(ep.rewards) for ep in episodes)),
+        "episodes": len(episodes),
+        "return_mean": float(np.mean(returns)) if returns else float("nan"),
+    }
+
+
+def check_replay_matches_run(checkpoint: Path, episodes: list[datasets.Episode]) -> None:
+    """The replay holds one transition per env step of the run and, before its last (possibly
+    unfinished) episode, as many episodes as the run finished (checkpoint counters)."""
+    import torch
+
+    counters = torch.load(checkpoint / "state.pt", map_location="cpu", weights_only=True)[
+        "counters"
+    ]
+    transitions = sum(len(ep.rewards) for ep in episodes)
+    finished = int(counters["episodes"])
+    if transitions != int(counters["env_steps"]) or not (
+        len(episodes) - 1 <= finished <= len(episodes)
+    ):
+        raise datasets.DatasetError(
+            f"{checkpoint}: the replay buffer gives {transitions} transitions in "
+            f"{len(episodes)} episodes, but the run took {counters['env_steps']} env steps and "
+            f"finished {finished} episodes. The replay can be read back only from a run with one "
+            "training env and n_step = 1 (train with --stage train)"
+        )
+
+
+def dataset_files(out: Path, env_id: str, quality: str) -> list[Path]:
+    """The files a dataset consists of: its ``.npz`` and every file of its Minari folder."""
+    minari = out / "minari" / dataset_id(env_id, quality)
+    return [npz_path(out, env_id, quality)] + sorted(p for p in minari.rglob("*") if p.is_file())
+
+
+def checksums(out: Path, env_id: str, quality: str) -> dict[str, str]:
+    """``{path relative to out: sha256}`` of :func:`dataset_files`."""
+    return {str(p.relative_to(out)): sha256_file(p) for p in dataset_files(out, env_id, quality)}
+
+
+def record_env(
+    out: Path, env_id: str, args: argparse.Namespace, medium_choice: str | None
+) -> dict[str, Any]:
+    """Record the four datasets of ``env_id``; :return: its entry of ``reference_returns.json``."""
+    folder = run_dir(out, env_id)
+    seed, threads = args.record_seed, args.threads
+    summaries = {
+        "random": record_quality(out, env_id, "random", "random", seed, threads, args.overwrite)
+    }
+    random_ret = summaries["random"]["return_mean"]
+    medium = (
+        forced_medium(out, folder, medium_choice)
+        if medium_choice is not None
+        else pick_medium(folder, random_ret)
+    )
+    for quality, policy in (("medium", str(medium["path"])), ("expert", str(folder / "agent.pt"))):
+        summaries[quality] = record_quality(
+            out, env_id, quality, policy, seed, threads, args.overwrite
+        )
+    summaries["medium-replay"] = record_replay(out, env_id, medium["path"], args.overwrite)
+    expert_ret = summaries["expert"]["return_mean"]
+    medium_rel = relative_to(Path(medium["path"]), out)
+    return {
+        "random_return": random_ret,
+        "expert_return": expert_ret,
+        "medium_agent": medium_rel,
+        "medium_agent_eval_return": medium["eval_return"],
+        "medium_checkpoint": {**medium, "path": medium_rel},
+        "build": {
+            "train": {**training_settings(folder), **ENVS[env_id]},
+            "record_seed": seed,
+            "record_threads": threads,
+            "versions": library_versions(),
+        },
+        "datasets": {
+            q: {
+                "minari_id": dataset_id(env_id, q),
+                "npz": str(npz_path(out, env_id, q).relative_to(out)),
+                "transitions": summaries[q]["transitions"],
+                "episodes": summaries[q]["episodes"],
+                "return_mean": summaries[q]["return_mean"],
+                "normalized_score": normalized_score(
+                    summaries[q]["return_mean"], random_ret, expert_ret
+                ),
+                "sha256": checksums(out, env_id, q),
+            }
+            for q in QUALITIES
+        },
+    }
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of the libraries whose numbers a rebuild depends on."""
+    import gymnasium
+    import minari
+    import torch
+
+    return {
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "gymnasium": gymnasium.__version__,
+        "minari": minari.__version__,
+    }
+
+
+# ------------------------------------------------------------------------------ verification
+def verify(out: Path, envs: list[str] | None = None) -> list[str]:
+    """Check every dataset file against the SHA-256 ``reference_returns.json`` records.
+
+    :param out: the build folder.
+    :param envs: the envs to check (None: every env of the file).
+    :return: one line per file checked.
+    :raises ChecksumError: naming each file that is missing or differs, and the fix.
+    """
+    ref_file = out / REFERENCE_FILE
+    if not ref_file.exists():
+        raise ChecksumError(f"no {ref_file}. Fix: build the datasets first (--stage all)")
+    refs = json.loads(ref_file.read_text())
+    lines, problems = [], []
+    for env_id in envs or list(refs):
+        if env_id not in refs:
+            problems.append(f"{env_id}: not in {ref_file} (it holds {sorted(refs)})")
+            continue
+        for quality, entry in refs[env_id]["datasets"].items():
+            if "sha256" not in entry:
+                problems.append(f"{env_id} {quality}: no checksums recorded (an older build)")
+                continue
+            for rel, expected in entry["sha256"].items():
+                path = out / rel
+                if not path.is_file():
+                    problems.append(f"{path}: missing ({env_id} {quality})")
+                    continue
+                actual = sha256_file(path)
+                if actual != expected:
+                    problems.append(
+                        f"{path}: sha256 {actual} differs from the recorded {expected} "
+                        f"({env_id} {quality})"
+                    )
+                else:
+                    lines.append(f"ok {rel}")
+    if problems:
+        raise ChecksumError(
+            f"{len(problems)} dataset file(s) do not match {ref_file}:\n  "
+            + "\n  ".join(problems)
+            + "\nFix: restore the files, or rebuild them with --stage record --overwrite "
+            "(with the recorded --medium_checkpoint to reproduce the same choice)"
+        )
+    return lines
+
+
+# ------------------------------------------------------------------------------ command line
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--stage", choices=["train", "record", "all"], default="all")
     p.add_argument("--out", default=str(ROOT / "offline_data"))
-    p.add_argument("--envs", nargs="+", default=list(ENVS))
-    p.add_argument("--overwrite", action="store_true")
-    args = p.parse_args(argv)
+    p.add_argument(
+        "--envs", nargs="+", default=None, help=f"default: {' '.join(ENVS)} (--verify: all built)"
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace existing Minari datasets")
+    p.add_argument("--seed", type=int, default=0, help="seed of the SAC training runs")
+    p.add_argument("--record_seed", type=int, default=0, help="seed of the recorded episodes")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (train and record)")
+    p.add_argument(
+        "--medium_checkpoint",
+        action="append",
+        default=[],
+        metavar="[ENV=]CHECKPOINT",
+        help="use this checkpoint as the medium agent instead of choosing one: an env step "
+        "(35000) or a checkpoint folder (as reference_returns.json records it); repeatable",
+    )
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="rebuild nothing: check the files against the recorded checksums",
+    )
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
     out = Path(args.out).resolve()
+    if args.verify:
+        lines = verify(out, args.envs)
+        print("\n".join(lines) + f"\nall {len(lines)} files match {out / REFERENCE_FILE}")
+        return {}
+    envs = args.envs or list(ENVS)
+    unknown = [e for e in envs if e not in ENVS]
+    if unknown:
+        raise SystemExit(f"error: no build settings for {unknown}; known: {list(ENVS)}")
+    medium_choices = parse_medium_choices(args.medium_checkpoint, envs)
     if args.stage in ("train", "all"):
-        train_agents(out, args.envs)
-    if args.stage in ("record", "all"):
-        refs = record_all(out, args.envs, args.overwrite)
-        ref_file = out / "reference_returns.json"
-        existing = json.loads(ref_file.read_text()) if ref_file.exists() else {}
-        existing.update(refs)
-        ref_file.write_text(json.dumps(existing, indent=1))
-        for env_id, ref in refs.items():
-            print(
-                f"{env_id}: random {ref['random_return']:.1f}, expert {ref['expert_return']:.1f}; "
-                + ", ".join(
-                    f"{q} {d['return_mean']:.1f} ({d['normalized_score']:.1f})"
-                    for q, d in ref["datasets"].items()
-                )
+        for env_id in envs:
+            train_agent(out, env_id, args.seed, args.threads)
+    if args.stage not in ("record", "all"):
+        return {}
+    refs = {e: record_env(out, e, args, medium_choices.get(e)) for e in envs}
+    ref_file = out / REFERENCE_FILE
+    existing = json.loads(ref_file.read_text()) if ref_file.exists() else {}
+    existing.update(refs)
+    ref_file.write_text(json.dumps(existing, indent=1) + "\n")
+    for env_id, ref in refs.items():
+        print(
+            f"{env_id}: random {ref['random_return']:.1f}, expert {ref['expert_return']:.1f}, "
+            f"medium agent {ref['medium_agent']}; "
+            + ", ".join(
+                f"{q} {d['return_mean']:.1f} ({d['normalized_score']:.1f})"
+                for q, d in ref["datasets"].items()
             )
-        print(f"reference returns written to {ref_file}")
+        )
+    print(f"reference returns and checksums written to {ref_file}")
+    return refs
 
 
 if __name__ == "__main__":
     os.environ.setdefault("MUJOCO_GL", "egl")
-    main()
+    cli.cli(main, extra_errors=(ChecksumError,))

@@ -106,6 +106,11 @@ def add_record_args(p: argparse.ArgumentParser, default_config: str) -> None:
     p.add_argument("--datasets_path", default=None, help="local Minari folder")
     p.add_argument("--npz", default=None, help="also (or only) write this .npz file")
     p.add_argument("--overwrite", action="store_true", help="replace an existing Minari dataset")
+    p.add_argument(
+        "--label",
+        default=None,
+        help="the policy's name in the Minari metadata (default: --policy as given)",
+    )
     p.add_argument("--threads", type=int, default=1)
 
 
@@ -189,7 +194,7 @@ def record(
             act_space,
             datasets_path=args.datasets_path,
             overwrite=args.overwrite,
-            algorithm_name=f"super_sac {args.policy} (noise {args.noise_std})",
+            algorithm_name=f"super_sac {args.label or args.policy} (noise {args.noise_std})",
             description=f"{env_name}, recorded by super_sac's record_replay.py",
         )
         summary["minari_folder"] = str(folder)

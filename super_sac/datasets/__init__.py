@@ -32,8 +32,10 @@ from super_sac.datasets.files import load_minari, load_npz, load_transitions, sa
 from super_sac.datasets.recording import (
     Policy,
     agent_policy,
+    flat_observation_key,
     random_policy,
     raw_action_space,
+    raw_observation_space,
     record_episodes,
 )
 
@@ -48,7 +50,9 @@ __all__ = [
     "agent_policy",
     "load_transitions",
     "random_policy",
+    "flat_observation_key",
     "raw_action_space",
+    "raw_observation_space",
     "record_episodes",
     "save_minari",
     "save_npz",

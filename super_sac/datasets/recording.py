@@ -53,15 +53,8 @@ def record_episodes(
         env's units), the raw observation space and the raw action space (what Minari stores).
     """
     raw_actions = raw_action_space(env)
-    obs_space = env.observation_space
-    flat_key = None
-    current = env
-    while isinstance(current, gym.Wrapper):
-        if isinstance(current, SimpleGymWrapper):
-            flat_key = current.key
-            break
-        current = current.env
-    raw_obs_space = obs_space.spaces[flat_key] if flat_key is not None else obs_space
+    flat_key = flat_observation_key(env)
+    raw_obs_space = raw_observation_space(env)
 
     def unwrap(obs: dict[str, np.ndarray]) -> Any:
         return np.asarray(obs[flat_key]) if flat_key is not None else obs
@@ -97,7 +90,25 @@ def record_episodes(
     return episodes, raw_obs_space, raw_actions
 
 
-# ------------------------------------------------------------------------------ validation
+# ------------------------------------------------------------------------------ raw spaces
+def flat_observation_key(env: gym.Env) -> str | None:
+    """The dict key under which a :class:`~super_sac.wrappers.SimpleGymWrapper` in ``env``'s
+    wrapper stack puts the raw env's ``Box`` observation (``None`` without one)."""
+    current = env
+    while isinstance(current, gym.Wrapper):
+        if isinstance(current, SimpleGymWrapper):
+            return current.key
+        current = current.env
+    return None
+
+
+def raw_observation_space(env: gym.Env) -> spaces.Space:
+    """The observation space datasets store: the ``Box`` under a ``SimpleGymWrapper``, else the
+    (wrapped) env's own space."""
+    key = flat_observation_key(env)
+    return env.observation_space.spaces[key] if key is not None else env.observation_space
+
+
 def raw_action_space(env: gym.Env) -> spaces.Space:
     """The action space in the env's own units: the space under a ``NormActionSpace`` wrapper
     (or the env's action space when it has none)."""

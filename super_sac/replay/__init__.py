@@ -15,6 +15,8 @@ The package is split by job; everything public is importable from ``super_sac.re
 * :mod:`~super_sac.replay.persistence`: the buffer's ``.npz`` file (``save`` / ``load``).
 * :mod:`~super_sac.replay.offline`: filling the buffer from an offline dataset
   (``load_dataset``).
+* :mod:`~super_sac.replay.episodes`: :func:`replay_episodes`, a saved buffer read back as the
+  episodes of the run that filled it (a "replay" dataset such as D4RL's medium-replay).
 * :mod:`~super_sac.replay.advantage_index`: :class:`AdvantageIndex`, the AFBC actor-sampling
   index kept beside a buffer.
 * :mod:`~super_sac.replay.nstep`: :class:`NStepQueue`, which folds per-step transitions of
@@ -26,7 +28,16 @@ as ``ReplayBuffer.size = ...`` and ``replay.ReplayBuffer.size = ...`` both work.
 
 from super_sac.replay.advantage_index import AdvantageIndex
 from super_sac.replay.buffer import Batch, ReplayBuffer
+from super_sac.replay.episodes import replay_episodes
 from super_sac.replay.nstep import NStepQueue
 from super_sac.replay.segment_tree import MinTree, SumTree
 
-__all__ = ["AdvantageIndex", "Batch", "MinTree", "NStepQueue", "ReplayBuffer", "SumTree"]
+__all__ = [
+    "AdvantageIndex",
+    "Batch",
+    "MinTree",
+    "NStepQueue",
+    "ReplayBuffer",
+    "SumTree",
+    "replay_episodes",
+]
