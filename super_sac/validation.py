@@ -581,6 +581,15 @@ def _validate_markov(cfg: TrainConfig, agent: Agent) -> None:
             "use a trainable encoder (e.g. a CNN for images), or "
             "markov_abstraction_updates_per_step = 0",
         )
+    if updates > 0 and weighted and getattr(agent.encoder, "trunk", None) is False:
+        _warn(
+            f"markov_abstraction_updates_per_step = {updates}",
+            f"{type(agent.encoder).__name__}(trunk=False) gives the raw convolutional features "
+            f"({agent.encoder.embedding_dim} of them), so the Markov heads read those instead "
+            "of a compact embedding z",
+            "set DrQPixelEncoder.trunk = True and the actor's and critic's trunk_dim = None, as "
+            "experiments/dmc/drqv2_markov.gin does",
+        )
 
 
 def _validate_augmenter_generator(augmenter: Any) -> None:

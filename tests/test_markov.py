@@ -291,6 +291,12 @@ def test_updates_without_weights_or_without_a_trainable_encoder_warn():
     (message,) = _validate(flat, **MARKOV)
     assert "FlatEncoder has no parameters" in message
     assert _validate(**MARKOV) == []
+    # an encoder without its head (DrQPixelEncoder(trunk=False)): z would be raw conv features
+    headless = LinearEncoderObs3()
+    headless.trunk = False
+    (message,) = _validate(Agent(1, headless, hidden_size=8), **MARKOV)
+    assert "LinearEncoderObs3(trunk=False) gives the raw convolutional features (4 of" in message
+    assert "DrQPixelEncoder.trunk = True" in message
     # max_dist without the penalty running: no effect
     (message,) = _validate(
         inverse_markov_coeff=1.0,
