@@ -210,6 +210,8 @@ class TrainConfig:
     exploration_update_clip: float | None = 0.5
     #: DrQ-v2: deterministic actor loss at mu(s) + clipped noise of the current exploration std
     actor_update_noise: bool = False
+    #: encoder of s' for the TD target's next action: "target", or "online" (DrQ, RAD, SAC-AE)
+    next_action_encoder: str = "target"
     #: Polyak rate of the target actor and critic networks
     mlp_tau: float = 0.005
     #: Polyak rate of the target encoder

@@ -172,6 +172,7 @@ class Learner:
                 use_target_actor=cfg.use_target_actor,
                 target_noise_std=target_noise_std,
                 target_noise_clip=cfg.exploration_update_clip,
+                next_action_encoder=cfg.next_action_encoder,
                 pop=cfg.pop,
                 extra_next_obs=self.extra_views(batch, "next_obs", cfg.aug_target_samples),
                 extra_obs=self.extra_views(batch, "obs", cfg.aug_critic_samples),

@@ -90,12 +90,16 @@ def td_backup(
     target_noise_std: float = 0.0,
     target_noise_clip: float | None = None,
     next_obs: Obs | None = None,
+    next_action_encoder: str = "target",
 ) -> Backup:
     """The TD target ``(B, 1)`` for SAC, TD3 and DDPG, with the ``s'`` features and the ``a'``
     it used (:class:`Backup`).
 
     ``s'`` is encoded by the target encoder; ``a'`` comes from the target actor when the
-    algorithm has one (TD3, DDPG) or else from the online actor (SAC). Stochastic actors give
+    algorithm has one (TD3, DDPG) or else from the online actor (SAC). The actor reads the
+    target encoder's ``s'`` too, or with ``next_action_encoder = "online"`` the online
+    encoder's (DrQ, RAD and SAC-AE pick ``a' ~ pi(.|s')`` through the actor's own encoder,
+    whose convolutions are the critic's online ones; one more encoder pass). Stochastic actors give
     ``y = R + gamma^k (1 - done) [min_M Q'(s', a') - alpha log pi(a'|s')]``, ``a' ~ pi``
     (Haarnoja et al. 2018); deterministic actors give
     ``y = R + gamma^k (1 - done) min_M Q'(s', clip(mu'(s') + clip(eps, -c, c), -1, 1))``
@@ -113,13 +117,15 @@ def td_backup(
             target_critic_ensemble_n=target_critic_ensemble_n,
             next_obs=next_obs,
         )
-    next_rep = target_agent.encoder(batch.next_obs if next_obs is None else next_obs)
+    next_obs = batch.next_obs if next_obs is None else next_obs
+    next_rep = target_agent.encoder(next_obs)
+    actor_rep = agent.encoder(next_obs) if next_action_encoder == "online" else next_rep
     actor = target_agent.actor if use_target_actor else agent.actor
     if agent.stochastic:
-        next_action, next_log_prob = actor(next_rep).rsample_with_log_prob()
+        next_action, next_log_prob = actor(actor_rep).rsample_with_log_prob()
     else:
         next_action = lu.smoothed_target_action(
-            actor(next_rep), target_noise_std, target_noise_clip
+            actor(actor_rep), target_noise_std, target_noise_clip
         )
     subset = lu.random_subset(agent.num_critics, target_critic_ensemble_n, next_rep.device)
     next_q = evaluate_critics(target_agent.critic, next_rep, next_action, subset).amin(dim=0)
@@ -260,6 +266,7 @@ def critic_update_with_features(
     use_target_actor: bool = False,
     target_noise_std: float = 0.0,
     target_noise_clip: float | None = None,
+    next_action_encoder: str = "target",
     pop: bool = False,
     extra_next_obs: Sequence[Obs] = (),
     extra_obs: Sequence[Obs] = (),
@@ -307,6 +314,7 @@ def critic_update_with_features(
             target_noise_std=target_noise_std,
             target_noise_clip=target_noise_clip,
             next_obs=next_obs,
+            next_action_encoder=next_action_encoder,
         )
         for next_obs in (None, *extra_next_obs)
     ]

@@ -492,6 +492,7 @@ def super_sac(
     exploration_update_clip: float | None = 0.5,
     target_noise_std: float | None = None,
     actor_update_noise: bool = False,
+    next_action_encoder: str = "target",
     target_critic_ensemble_n: int = 2,
     gamma: float = 0.99,
     mlp_tau: float = 0.005,

@@ -285,6 +285,7 @@ def validate_config(
             )
     _validate_exploration(cfg, agent)
     _validate_actor_update_noise(cfg, agent)
+    _validate_next_action_encoder(cfg, agent)
     if agent.stochastic:
         if cfg.alpha_lr > 0 and cfg.init_alpha == 0:
             # the original super_sac started log(alpha) at log(1e-15) and tuned it from there
@@ -400,6 +401,26 @@ def _validate_actor_update_noise(cfg: TrainConfig, agent: Agent) -> None:
             f"it has no effect: the actor {type(agent.actor).__name__} is not deterministic "
             "(its update already scores sampled actions)",
             "remove the actor_update_noise binding",
+        )
+
+
+def _validate_next_action_encoder(cfg: TrainConfig, agent: Agent) -> None:
+    """``next_action_encoder``: a known value, and "online" only where the continuous TD backup
+    of a single agent reads it."""
+    value = cfg.next_action_encoder
+    if value not in ("target", "online"):
+        raise _err(
+            f"next_action_encoder = {value!r}",
+            'must be "target" or "online"',
+            'use "target" (the default) or "online" (DrQ, RAD: the actor reads s\' through the '
+            "online encoder)",
+        )
+    if value == "online" and (agent.discrete or agent.ensemble_size > 1):
+        kind = "discrete" if agent.discrete else f"ensemble_size = {agent.ensemble_size}"
+        raise _err(
+            'next_action_encoder = "online"',
+            f"only the continuous single-agent TD backup reads it, and this agent is {kind}",
+            'remove the binding (the default "target")',
         )
 
 

@@ -639,3 +639,18 @@ def test_per_network_trunks_train_by_their_own_losses_and_the_critics_is_average
     assert any(not torch.equal(a, b) for a, b in zip(actor_trunk, snap(agent.actor.trunk)))
     assert all(torch.equal(a, b) for a, b in zip(enc, snap(agent.encoder)))
     assert all(torch.equal(a, b) for a, b in zip(critic_trunk, snap(agent.critic.trunk)))
+
+
+def test_next_action_encoder_takes_two_values_and_only_single_continuous_agents():
+    env = make_gym_env("Pendulum-v1")
+    agent = Agent(1, nets.FlatEncoder(3), hidden_size=8)
+    buffer = ReplayBuffer(100, verbose=False)
+    validate_config(TrainConfig(random_warmup_steps=0, next_action_encoder="online"),
+                    agent, buffer, env, env)  # fmt: skip
+    with pytest.raises(ConfigError, match=r"next_action_encoder = 'onlin': must be \"target\""):
+        validate_config(TrainConfig(random_warmup_steps=0, next_action_encoder="onlin"),
+                        agent, buffer, env, env)  # fmt: skip
+    ensemble = Agent(1, nets.FlatEncoder(3), hidden_size=8, ensemble_size=2)
+    with pytest.raises(ConfigError, match=r"this agent is ensemble_size = 2"):
+        validate_config(TrainConfig(random_warmup_steps=0, next_action_encoder="online"),
+                        ensemble, buffer, env, env)  # fmt: skip

@@ -311,3 +311,42 @@ def test_redq_target_is_the_min_over_the_drawn_subset_of_target_critics():
     # and it is not the min over all ten (critic 0 would win then)
     if 0 not in subset.tolist():
         assert not torch.allclose(y, batch.reward + 0.99 * (all_q.amin(0) - alpha * log_prob))
+
+
+class AffineEncoder(nets.Encoder):
+    """A trainable 3 -> 3 linear encoder (so online and target encoders can differ)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+
+    @property
+    def embedding_dim(self):
+        return 3
+
+    def forward(self, obs_dict):
+        return self.fc(obs_dict["obs"])
+
+
+@pytest.mark.parametrize("encoder", ["target", "online"])
+def test_next_action_reads_the_chosen_encoder_and_q_the_target_encoder(encoder):
+    torch.manual_seed(0)
+    agent = Agent(2, AffineEncoder(), hidden_size=16, actor_network_cls=ContinuousDeterministicActor)
+    target = learning.make_target_agent(agent)
+    with torch.no_grad():
+        target.encoder.fc.weight.add_(0.5)  # the target encoder lags behind the online one
+    batch = _real_batch()
+    backup = learning.td_backup(
+        agent, target, batch, alpha=torch.tensor(0.0), target_critic_ensemble_n=2,
+        target_noise_std=0.0, next_action_encoder=encoder,
+    )  # fmt: skip
+    with torch.no_grad():
+        online_rep, target_rep = agent.encoder(batch.next_obs), target.encoder(batch.next_obs)
+        reader = online_rep if encoder == "online" else target_rep
+        expected_action = agent.actor(reader)
+        q = target.critic(target_rep, expected_action).amin(0)
+    assert torch.equal(backup.next_rep, target_rep)  # Q'(s', a') reads the target encoder
+    assert torch.allclose(backup.next_action, expected_action)
+    assert torch.allclose(backup.target, batch.reward + 0.99 * q)
+    other = agent.actor(online_rep if encoder == "target" else target_rep).detach()
+    assert not torch.allclose(backup.next_action, other)
