@@ -331,7 +331,9 @@ class AffineEncoder(nets.Encoder):
 @pytest.mark.parametrize("encoder", ["target", "online"])
 def test_next_action_reads_the_chosen_encoder_and_q_the_target_encoder(encoder):
     torch.manual_seed(0)
-    agent = Agent(2, AffineEncoder(), hidden_size=16, actor_network_cls=ContinuousDeterministicActor)
+    agent = Agent(
+        2, AffineEncoder(), hidden_size=16, actor_network_cls=ContinuousDeterministicActor
+    )
     target = learning.make_target_agent(agent)
     with torch.no_grad():
         target.encoder.fc.weight.add_(0.5)  # the target encoder lags behind the online one
