@@ -554,9 +554,12 @@ def write(
     return payload
 
 
-def _d3rlpy_version() -> str:
-    import d3rlpy
-
+def _d3rlpy_version() -> str | None:
+    """d3rlpy's version, or None where it is not installed (runs of ours only)."""
+    try:
+        import d3rlpy
+    except ImportError:
+        return None
     return d3rlpy.__version__
 
 
