@@ -17,7 +17,6 @@ corrupted or truncated checkpoint is skipped, with a warning, in favour of the p
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -32,6 +31,7 @@ import torch
 
 from super_sac import reporting
 from super_sac.replay import ReplayBuffer
+from super_sac.utils import sha256_file
 
 if TYPE_CHECKING:
     from super_sac.main import Trainer
@@ -106,14 +106,6 @@ def restore_rng_states(states: dict[str, Any], **generators: np.random.Generator
 
 
 # ------------------------------------------------------------------------------ files
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _fsync_file(path: Path) -> None:
     with open(path, "rb") as f:
         os.fsync(f.fileno())
@@ -180,7 +172,7 @@ def write_checkpoint(
         for name in (_STATE_FILE, _BUFFER_FILE):
             _fsync_file(tmp / name)
             manifest["files"][name] = {
-                "sha256": _sha256(tmp / name),
+                "sha256": sha256_file(tmp / name),
                 "bytes": (tmp / name).stat().st_size,
             }
         with open(tmp / _MANIFEST, "w") as f:
@@ -215,7 +207,7 @@ def verify_checkpoint(folder: Path) -> str | None:
             return f"{name} is missing"
         if path.stat().st_size != meta["bytes"]:
             return f"{name} has {path.stat().st_size} bytes, the manifest says {meta['bytes']}"
-        if _sha256(path) != meta["sha256"]:
+        if sha256_file(path) != meta["sha256"]:
             return f"{name} does not match its checksum"
     return None
 

@@ -13,6 +13,7 @@ import pytest
 from super_sac import ReplayBuffer
 from super_sac import datasets as ds
 from super_sac.replay import replay_episodes
+from super_sac.utils import sha256_file
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "Pendulum-v1"
@@ -64,7 +65,7 @@ def test_the_same_seeds_write_byte_identical_files(builds):
 
 
 def script_sha(path):
-    return _load_script().sha256_file(path)
+    return sha256_file(path)
 
 
 def test_verify_passes_then_names_the_changed_file(script, builds, tmp_path):

@@ -18,6 +18,7 @@ from super_sac import Agent, ReplayBuffer, checkpoint, nets
 from super_sac.checkpoint import CheckpointError
 from super_sac.loggers import check_writable
 from super_sac.main import NonFiniteError, TrainConfig, Trainer
+from super_sac.utils import sha256_file
 from super_sac.wrappers import make_gym_env
 
 HERE = Path(__file__).resolve().parent
@@ -157,7 +158,7 @@ def test_smuggled_pickle_is_refused_and_never_runs(tmp_path):
     torch.save({"counters": Payload()}, newest / "state.pt")
     manifest = json.loads((newest / "MANIFEST.json").read_text())
     manifest["files"]["state.pt"] = {
-        "sha256": checkpoint._sha256(newest / "state.pt"),
+        "sha256": sha256_file(newest / "state.pt"),
         "bytes": (newest / "state.pt").stat().st_size,
     }
     (newest / "MANIFEST.json").write_text(json.dumps(manifest))

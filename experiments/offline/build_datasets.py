@@ -33,7 +33,6 @@ it was chosen) and the SHA-256 of every written file, which ``--verify`` checks.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -44,6 +43,7 @@ import numpy as np
 from super_sac import cli, datasets
 from super_sac.cli import dataset_id, normalized_score
 from super_sac.replay import replay_episodes
+from super_sac.utils import sha256_file
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -79,15 +79,6 @@ def run_dir(out: Path, env_id: str) -> Path:
 def relative_to(path: Path, out: Path) -> str:
     """``path`` relative to the build folder when inside it, else absolute."""
     return str(path.relative_to(out)) if path.is_relative_to(out) else str(path)
-
-
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 # ------------------------------------------------------------------------------ training
