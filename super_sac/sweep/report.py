@@ -31,12 +31,27 @@ def read_curve(run_dir: str | os.PathLike, column: str = "return_mean") -> tuple
     gradient steps instead: each row's ``phase_step`` plus the last ``phase_step`` of the phases
     before it (behavioral cloning, then offline).
     """
+    return _curve(_read_rows(run_dir), column)
+
+
+def _read_rows(run_dir: str | os.PathLike) -> list[dict[str, str]]:
+    """The rows of a run's ``evaluations.csv`` (none without one)."""
     path = Path(run_dir) / EVAL_CSV
     if not path.is_file():
-        return np.zeros(0), np.zeros(0)
+        return []
     with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if any(r["phase"] == "online" for r in rows):
+        return list(csv.DictReader(f))
+
+
+def _has_online(rows: list[dict[str, str]]) -> bool:
+    return any(r["phase"] == "online" for r in rows)
+
+
+def _curve(rows: list[dict[str, str]], column: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`read_curve` of rows already read."""
+    if not rows:
+        return np.zeros(0), np.zeros(0)
+    if _has_online(rows):
         rows = [r for r in rows if r["phase"] == "online"]
         steps = np.array([float(r["env_steps"]) for r in rows])
     else:
@@ -61,13 +76,7 @@ def _gradient_steps(rows: list[dict[str, str]]) -> np.ndarray:
 
 def is_offline_only(run_dirs: list[Path]) -> bool:
     """Whether none of the runs has an online evaluation (their curves are in gradient steps)."""
-    for run_dir in run_dirs:
-        path = Path(run_dir) / EVAL_CSV
-        if path.is_file():
-            with open(path, newline="") as f:
-                if any(r["phase"] == "online" for r in csv.DictReader(f)):
-                    return False
-    return True
+    return not any(_has_online(_read_rows(run_dir)) for run_dir in run_dirs)
 
 
 def _summarise(values: list[float], seed: int) -> dict[str, Any]:
@@ -84,19 +93,21 @@ def collect(sweep_dir: str | os.PathLike, metric: str = "eval_return") -> dict[s
     grid = Grid.from_json(read_manifest(sweep_dir)["grid"])
     curves: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
     missing = []
+    online = False  # whether any trial has an online evaluation
     for trial in grid.trials(sweep_dir):
-        steps, values = read_curve(trial.folder, column)
+        rows = _read_rows(trial.folder)
+        online = online or _has_online(rows)
+        steps, values = _curve(rows, column)
         if trial.state() != FINISHED or steps.size == 0:
             missing.append(trial.key)
             continue
         curves[(Path(trial.config).stem, trial.env)].append((steps, values))
-    folders = [trial.folder for trial in grid.trials(sweep_dir)]
     return {
         "grid": grid,
         "curves": curves,
         "missing": missing,
         "column": column,
-        "offline_only": is_offline_only(folders),
+        "offline_only": not online,
     }
 
 
