@@ -215,6 +215,12 @@ def _complete(episode: Any, limit: int | None, last: bool) -> bool:
     return bool(episode.truncations[-1]) and not last
 
 
+def _print_summary(summary: dict[str, Any]) -> None:
+    """Print a recording's summary without its per-episode returns."""
+    shown = {k: v for k, v in summary.items() if k != "complete_episode_returns"}
+    print(json.dumps(shown, indent=1), flush=True)
+
+
 def record_dataset(
     argv: Sequence[str] | None = None,
     *,
@@ -231,8 +237,7 @@ def record_dataset(
     :return: the summary of :func:`record`.
     """
     summary = record(record_parser(description).parse_args(argv), search_dirs)
-    shown = {k: v for k, v in summary.items() if k != "complete_episode_returns"}
-    print(json.dumps(shown, indent=1), flush=True)
+    _print_summary(summary)
     return summary
 
 
@@ -258,8 +263,7 @@ def record_dmc_dataset(
         make=lambda: make_dmc(args.domain, args.task, **kwargs),
         agent_builder=dmc_agent,
     )
-    shown = {k: v for k, v in summary.items() if k != "complete_episode_returns"}
-    print(json.dumps(shown, indent=1), flush=True)
+    _print_summary(summary)
     return summary
 
 
@@ -289,8 +293,7 @@ def record_minatar_dataset(
         make=lambda: make_minatar_env(args.game, max_episode_steps=args.max_episode_steps),
         agent_builder=minatar_agent,
     )
-    shown = {k: v for k, v in summary.items() if k != "complete_episode_returns"}
-    print(json.dumps(shown, indent=1), flush=True)
+    _print_summary(summary)
     return summary
 
 
