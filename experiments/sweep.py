@@ -3,6 +3,7 @@
     python experiments/sweep.py run --root sweeps --name pendulum --configs sac.gin td3.gin \
         --envs Pendulum-v1 --seeds 0-4 --steps 20000 --workers 2
     python experiments/sweep.py report sweeps/pendulum
+    python experiments/sweep.py report sweeps/pendulum sweeps/pendulum_sb3 --out pendulum_vs_sb3
 
 Each trial is a normal run directory, sweeps/pendulum/<config>/<env>/seed_<k>. Running the same
 command again finishes the grid: finished trials are skipped, interrupted ones resume from their
@@ -74,8 +75,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--max_failures", type=int, default=0, help="retries of a failed trial")
     run.add_argument("--no_report", action="store_true", help="skip the report at the end")
-    report = sub.add_parser("report", help="tables and learning curves of a sweep folder")
-    report.add_argument("sweep_dir")
+    report = sub.add_parser(
+        "report", help="tables and learning curves of a sweep folder, or of several side by side"
+    )
+    report.add_argument("sweep_dir", nargs="+", help="sweep folders (e.g. ours and SB3's)")
+    report.add_argument(
+        "--out", default=None, help="folder of the report (default: the sweep; several: required)"
+    )
+    report.add_argument(
+        "--last", type=int, default=3, help="score also the mean of each run's last N evaluations"
+    )
     report.add_argument("--metric", default="eval_return", help="eval_return | eval_length")
     report.add_argument("--no_plot", action="store_true", help="tables only")
     report.add_argument(
@@ -137,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"report: {', '.join(str(f) for f in files.values())}")
         return 1 if failed else 0
     references = parse_references(args.reference)
-    files = write_report(args.sweep_dir, args.metric, not args.no_plot, references)
+    files = write_report(
+        args.sweep_dir, args.metric, not args.no_plot, references, out=args.out, last=args.last
+    )
     print(Path(files["markdown"]).read_text())
     print(f"report: {', '.join(str(f) for f in files.values())}")
     return 0

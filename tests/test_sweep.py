@@ -381,6 +381,56 @@ def test_report_of_hand_made_curves(tmp_path):
     assert proc.returncode == 0 and out.read_bytes()[:4] == b"\x89PNG"
 
 
+def _fake_sweep(tmp_path, name, configs, seeds="0-2"):
+    """A finished sweep folder made by FAKE_SCRIPT: final returns 30 * (seed + 1)."""
+    from super_sac.sweep.grid import Grid, write_manifest
+
+    script = tmp_path / "fake_train.py"
+    script.write_text(FAKE_SCRIPT.replace("seed == 1 and", "False and"))
+    grid = Grid.make(configs, ["Pendulum-v1"], seeds)
+    write_manifest(tmp_path / name, grid)
+    for trial in grid.trials(tmp_path / name):
+        trial.folder.mkdir(parents=True)
+        argv = ["--run_dir", str(trial.folder), "--seed", str(trial.seed)]
+        subprocess.run([sys.executable, str(script), *argv], check=True)
+    return tmp_path / name
+
+
+def test_a_report_of_two_sweeps_puts_their_configs_side_by_side(tmp_path):
+    import json
+
+    from super_sac.sweep.report import build_report, write_report
+
+    ours = _fake_sweep(tmp_path, "ours", ["sac.gin", "td3.gin"])
+    peer = _fake_sweep(tmp_path, "peer", ["peers/sb3_sac.gin"], seeds="0,1,2,3")
+    report = build_report([ours, peer], last=2)
+    assert [(r["config"], r["final"]["n"]) for r in report["rows"]] == [
+        ("sac", 3),
+        ("td3", 3),
+        ("sb3_sac", 4),
+    ]
+    sb3 = report["rows"][2]
+    # curves 10, 20, 30 times (seed + 1): the last two average to 25 * (seed + 1)
+    assert sb3["last"]["mean"]["value"] == pytest.approx(25 * (1 + 2 + 3 + 4) / 4)
+    assert sb3["final_per_seed"] == {"0": 30.0, "1": 60.0, "2": 90.0, "3": 120.0}
+    with pytest.raises(ValueError, match="needs an output folder"):
+        write_report([ours, peer])
+    files = write_report([ours, peer], out=tmp_path / "side_by_side", last=2)
+    table = files["markdown"].read_text()
+    assert "| sb3_sac | Pendulum-v1 | 4 |" in table and "last-2 mean" in table
+    assert "| sb3_sac | Pendulum-v1 | 0: 30.0, 1: 60.0, 2: 90.0, 3: 120.0 |" in table
+    assert json.loads(files["json"].read_text())["sweeps"] == [str(ours), str(peer)]
+    assert files["png"].read_bytes()[:4] == b"\x89PNG"
+    # the same config name in two sweeps would merge two different things: refused
+    with pytest.raises(ValueError, match="'sac' is in both"):
+        build_report([ours, _fake_sweep(tmp_path, "again", ["other/sac.gin"])])
+    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
+    cmd += ["report", str(ours), str(peer), "--out", str(tmp_path / "cli"), "--no_plot"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "| sac | Pendulum-v1 | 3 |" in proc.stdout and (tmp_path / "cli" / "report.md").exists()
+
+
 def test_run_dir_is_the_exact_run_folder_and_is_never_reused(tmp_path):
     from super_sac.loggers import claim_run_dir
 

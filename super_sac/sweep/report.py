@@ -87,24 +87,55 @@ def _summarise(values: list[float], seed: int) -> dict[str, Any]:
     return out
 
 
-def collect(sweep_dir: str | os.PathLike, metric: str = "eval_return") -> dict[str, Any]:
-    """The curves and scores of every finished trial, grouped by config and env."""
+def _as_list(sweep_dirs) -> list[Path]:
+    if isinstance(sweep_dirs, (str, os.PathLike)):
+        return [Path(sweep_dirs)]
+    return [Path(d) for d in sweep_dirs]
+
+
+def collect(sweep_dirs, metric: str = "eval_return") -> dict[str, Any]:
+    """The curves and scores of every finished trial, grouped by config and env.
+
+    :param sweep_dirs: one sweep folder, or several (e.g. ours and a peer library's, run with
+        different training scripts) to report side by side; a config's name (its file's stem)
+        must then belong to one sweep only.
+    :raises ValueError: when two sweeps hold a config of the same name.
+    """
     column = METRICS.get(metric, metric)
-    grid = Grid.from_json(read_manifest(sweep_dir)["grid"])
+    configs: list[str] = []
+    envs: list[str] = []
+    owner: dict[str, Path] = {}
     curves: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
+    seeds: dict[tuple[str, str], list[int]] = defaultdict(list)  # parallel to curves
     missing = []
     online = False  # whether any trial has an online evaluation
-    for trial in grid.trials(sweep_dir):
-        rows = _read_rows(trial.folder)
-        online = online or _has_online(rows)
-        steps, values = _curve(rows, column)
-        if trial.state() != FINISHED or steps.size == 0:
-            missing.append(trial.key)
-            continue
-        curves[(Path(trial.config).stem, trial.env)].append((steps, values))
+    for sweep_dir in _as_list(sweep_dirs):
+        grid = Grid.from_json(read_manifest(sweep_dir)["grid"])
+        for config in grid.configs:
+            stem = Path(config).stem
+            if stem in owner and owner[stem] != sweep_dir:
+                raise ValueError(
+                    f"config {stem!r} is in both {owner[stem]} and {sweep_dir}: a report of "
+                    "several sweeps needs distinct config names (rename one gin file)"
+                )
+            if stem not in owner:
+                owner[stem] = sweep_dir
+                configs.append(stem)
+        envs += [env for env in grid.envs if env not in envs]
+        for trial in grid.trials(sweep_dir):
+            rows = _read_rows(trial.folder)
+            online = online or _has_online(rows)
+            steps, values = _curve(rows, column)
+            if trial.state() != FINISHED or steps.size == 0:
+                missing.append(trial.key)
+                continue
+            curves[(Path(trial.config).stem, trial.env)].append((steps, values))
+            seeds[(Path(trial.config).stem, trial.env)].append(trial.seed)
     return {
-        "grid": grid,
+        "configs": configs,
+        "envs": envs,
         "curves": curves,
+        "seeds": seeds,
         "missing": missing,
         "column": column,
         "offline_only": not online,
@@ -130,8 +161,7 @@ def _normalised_aggregate(
     data: dict[str, Any], references: dict[str, tuple[float, float]], seed: int
 ) -> list[dict[str, Any]]:
     out = []
-    for config in data["grid"].configs:
-        stem = Path(config).stem
+    for stem in data["configs"]:
         strata: dict[str, dict[str, list[float]]] = {"final": {}, "auc": {}}
         for env, (low, high) in references.items():
             runs = data["curves"].get((stem, env))
@@ -152,33 +182,48 @@ def _normalised_aggregate(
 
 
 def build_report(
-    sweep_dir: str | os.PathLike,
+    sweep_dirs,
     metric: str = "eval_return",
     seed: int = 0,
     references: dict[str, tuple[float, float]] | None = None,
+    last: int = 3,
 ) -> dict[str, Any]:
-    """Per (config, env): the final score and the area under the curve over seeds, each with
-    mean, median and IQM and a 95% bootstrap interval.
+    """Per (config, env): the final score, the mean of the last ``last`` evaluations of each
+    run (less noisy than one evaluation) and the area under the curve over seeds, each with
+    mean, median and IQM and a 95% bootstrap interval, and every seed's final score.
 
+    :param sweep_dirs: a sweep folder or several (see :func:`collect`).
     With ``references`` (``{env: (low, high)}``, e.g. random and expert scores), also per config
     an aggregate over the envs that have one: every run's score normalised to
     ``(score - low) / (high - low)``, then mean, median and IQM over all those runs, with
     intervals from a bootstrap stratified by env (runs resampled within each env)."""
-    data = collect(sweep_dir, metric)
+    if last < 1:
+        raise ValueError(f"last = {last}: the number of final evaluations must be at least 1")
+    data = collect(sweep_dirs, metric)
     rows = []
-    for (config, env), runs in sorted(data["curves"].items()):
-        finals = [float(v[-1]) for _, v in runs]
-        aucs = [area_under_curve(s, v) for s, v in runs]
-        rows.append(
-            {
-                "config": config,
-                "env": env,
-                "final": _summarise(finals, seed),
-                "auc": _summarise(aucs, seed),
-            }
-        )
+    for config in data["configs"]:
+        for env in data["envs"]:
+            runs = data["curves"].get((config, env))
+            if not runs:
+                continue
+            finals = [float(v[-1]) for _, v in runs]
+            lasts = [float(np.mean(v[-last:])) for _, v in runs]
+            aucs = [area_under_curve(s, v) for s, v in runs]
+            per_seed = dict(zip((str(k) for k in data["seeds"][(config, env)]), finals))
+            rows.append(
+                {
+                    "config": config,
+                    "env": env,
+                    "final": _summarise(finals, seed),
+                    "last": _summarise(lasts, seed),
+                    "auc": _summarise(aucs, seed),
+                    "final_per_seed": per_seed,
+                }
+            )
     return {
+        "sweeps": [str(d) for d in _as_list(sweep_dirs)],
         "metric": metric,
+        "last_evaluations": last,
         "rows": rows,
         "normalised_aggregate": _normalised_aggregate(data, references or {}, seed),
         "references": {k: list(v) for k, v in (references or {}).items()},
@@ -193,15 +238,20 @@ def markdown_table(report: dict[str, Any]) -> str:
     lines = [
         f"Metric: {report['metric']}; values with 95% bootstrap intervals over seeds.",
         "",
-        "| config | env | seeds | final mean | final median | final IQM | AUC mean | AUC IQM |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| config | env | seeds | final mean | final median | final IQM "
+        f"| last-{report.get('last_evaluations', 3)} mean | AUC mean | AUC IQM |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in report["rows"]:
-        f, a = r["final"], r["auc"]
+        f, a, k = r["final"], r["auc"], r["last"]
         lines.append(
             f"| {r['config']} | {r['env']} | {f['n']} | {cell(f['mean'])} | {cell(f['median'])} "
-            f"| {cell(f['iqm'])} | {cell(a['mean'])} | {cell(a['iqm'])} |"
+            f"| {cell(f['iqm'])} | {cell(k['mean'])} | {cell(a['mean'])} | {cell(a['iqm'])} |"
         )
+    lines += ["", "Final score per seed:", "", "| config | env | seed: final |", "|---|---|---|"]
+    for r in report["rows"]:
+        seeds = ", ".join(f"{s}: {v:.1f}" for s, v in r["final_per_seed"].items())
+        lines.append(f"| {r['config']} | {r['env']} | {seeds} |")
     if report.get("normalised_aggregate"):
         lines += [
             "",
@@ -241,27 +291,27 @@ def _mean_band(runs: list[tuple[np.ndarray, np.ndarray]], seed: int, reps: int =
     return steps, mean, low, high
 
 
-def plot_curves(sweep_dir: str | os.PathLike, path: str | os.PathLike, metric="eval_return"):
-    """PNG learning curves: one panel per env, per config the mean over seeds with its 95%
-    bootstrap band. :return: the file written."""
+def plot_curves(sweep_dirs, path: str | os.PathLike, metric="eval_return"):
+    """PNG learning curves of one sweep folder or several: one panel per env, per config the
+    mean over seeds with its 95% bootstrap band. :return: the file written."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data = collect(sweep_dir, metric)
-    envs = list(data["grid"].envs)
+    data = collect(sweep_dirs, metric)
+    envs = data["envs"]
     cols = min(len(envs), 3)
     rows = math.ceil(len(envs) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
     for k, env in enumerate(envs):
         ax = axes[k // cols][k % cols]
-        for config in data["grid"].configs:
-            runs = data["curves"].get((Path(config).stem, env))
+        for stem in data["configs"]:
+            runs = data["curves"].get((stem, env))
             if not runs:
                 continue
             steps, mean, low, high = _mean_band(runs, seed=0)
-            (line,) = ax.plot(steps, mean, label=f"{Path(config).stem} ({len(runs)} seeds)")
+            (line,) = ax.plot(steps, mean, label=f"{stem} ({len(runs)} seeds)")
             ax.fill_between(steps, low, high, alpha=0.25, color=line.get_color())
         ax.set_title(env)
         ax.set_xlabel("gradient steps (offline)" if data["offline_only"] else "env steps")
@@ -301,20 +351,29 @@ def plot_runs(
 
 
 def write_report(
-    sweep_dir: str | os.PathLike,
+    sweep_dirs,
     metric: str = "eval_return",
     plot: bool = True,
     references: dict[str, tuple[float, float]] | None = None,
+    out: str | os.PathLike | None = None,
+    last: int = 3,
 ) -> dict[str, Path]:
-    """Write ``report.md``, ``report.json`` and (with ``plot``) ``curves.png`` into the sweep
-    folder (``references`` as for :func:`build_report`). :return: the files by kind."""
-    sweep_dir = Path(sweep_dir)
-    report = build_report(sweep_dir, metric, references=references)
-    files = {"markdown": sweep_dir / "report.md", "json": sweep_dir / "report.json"}
+    """Write ``report.md``, ``report.json`` and (with ``plot``) ``curves.png`` into ``out``
+    (default: the sweep folder; required for several sweeps). ``references`` and ``last`` as for
+    :func:`build_report`. :return: the files by kind."""
+    dirs = _as_list(sweep_dirs)
+    if out is None:
+        if len(dirs) > 1:
+            raise ValueError("a report of several sweeps needs an output folder (--out)")
+        out = dirs[0]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    report = build_report(dirs, metric, references=references, last=last)
+    files = {"markdown": out / "report.md", "json": out / "report.json"}
     atomic_write_text(files["markdown"], markdown_table(report))
     atomic_write_json(files["json"], report)
     if plot:
-        files["png"] = plot_curves(sweep_dir, sweep_dir / "curves.png", metric)
+        files["png"] = plot_curves(dirs, out / "curves.png", metric)
     return files
 
 

@@ -1,0 +1,127 @@
+"""SB3 peers as sweep trials (experiments/benchmarks/sb3_trial.py): the trial protocol, the
+files a report reads, evaluations seeded like ours, and the errors of a bad peer file."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("stable_baselines3")
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "experiments" / "benchmarks"
+PEERS = BENCHMARKS / "peers"
+
+
+@pytest.fixture(scope="module")
+def trial():
+    """The trial script as a module."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(BENCHMARKS))
+        import sb3_trial
+
+        yield sb3_trial
+
+
+def test_an_sb3_sweep_runs_through_the_runner_and_reports_beside_ours(tmp_path):
+    from super_sac.sweep.grid import FINISHED, Grid
+    from super_sac.sweep.local import run_local
+    from super_sac.sweep.report import build_report
+
+    bindings = ["sb3.eval_interval = 100", "sb3.eval_episodes = 1"]
+    grid = Grid.make(
+        [str(PEERS / "sb3_sac.gin")],
+        ["Pendulum-v1"],
+        "0-1",
+        250,
+        bindings,
+        str(BENCHMARKS / "sb3_trial.py"),
+    )
+    import io
+
+    results = run_local(
+        grid, tmp_path / "sb3", script=BENCHMARKS / "sb3_trial.py", out=io.StringIO()
+    )
+    assert [r.status for r in results] == ["finished", "finished"]
+    for t in grid.trials(tmp_path / "sb3"):
+        assert t.state() == FINISHED
+        rows = (t.folder / "evaluations.csv").read_text().splitlines()
+        # every 100 env steps and after the last one (250)
+        assert [r.split(",")[0] for r in rows[1:]] == ["100", "200", "250"]
+        hparams = json.loads((t.folder / "hparams.json").read_text())
+        assert hparams["algo"] == "SAC" and hparams["seed"] == t.seed
+        assert hparams["hyperparams"]["batch_size"] == 256
+    (row,) = build_report(tmp_path / "sb3")["rows"]
+    assert row["config"] == "sb3_sac" and row["final"]["n"] == 2
+
+
+def test_evaluations_start_from_the_states_our_loop_evaluates_from(trial, tmp_path, monkeypatch):
+    from super_sac.collector import episode_seed
+    from super_sac.reporting import EVAL_ENV_INDEX
+
+    seeds = []
+
+    def fake_evaluate(model, env, episodes, reset_seed):
+        seeds.append(reset_seed)
+        return {
+            "return_mean": 0.0,
+            "return_std": 0.0,
+            "return_min": 0.0,
+            "return_max": 0.0,
+            "length_mean": 1.0,
+        }
+
+    monkeypatch.setattr(trial, "evaluate", fake_evaluate)
+    settings = trial.sb3_settings(
+        algo="SAC", hyperparams={"learning_starts": 1000}, eval_interval=50, eval_episodes=1
+    )
+    summary = trial.train(settings, "Pendulum-v1", 7, 120, tmp_path)
+    assert seeds == [episode_seed(7, EVAL_ENV_INDEX, k) for k in range(3)]
+    assert [h["env_steps"] for h in summary["eval_history"]] == [50, 100, 120]
+
+
+def test_a_seeded_evaluation_is_repeatable_and_continues_the_env_stream(trial):
+    import gymnasium as gym
+
+    class Zero:
+        def predict(self, obs, deterministic=True):
+            return [0.0], None
+
+    env = gym.make("Pendulum-v1")
+    first = trial.evaluate(Zero(), env, 2, reset_seed=3)
+    again = trial.evaluate(Zero(), env, 2, reset_seed=3)
+    assert first == again
+    # the second episode starts from the env's next state, not from the same seed again
+    assert first["return_min"] != first["return_max"]
+
+
+def test_bad_peer_settings_and_resume_are_refused_with_the_reason(trial, tmp_path):
+    with pytest.raises(ValueError, match="sb3.algo = 'PPO': expected one of SAC, TD3"):
+        trial.sb3_settings(algo="PPO")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "sb3_trial.py"),
+            "--resume",
+            str(tmp_path),
+            "--steps",
+            "10",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode != 0 and "keep no checkpoints" in proc.stderr
+
+
+@pytest.mark.parametrize("peer", sorted(PEERS.glob("*.gin")), ids=lambda p: p.stem)
+def test_every_peer_file_parses(trial, peer):
+    import gin
+
+    gin.clear_config()
+    gin.parse_config_file(str(peer))
+    settings = trial.sb3_settings()
+    gin.clear_config()
+    assert settings["algo"] in trial.ALGOS and settings["source"]
