@@ -120,8 +120,9 @@ def test_bad_peer_settings_and_resume_are_refused_with_the_reason(trial, tmp_pat
 def test_every_peer_file_parses(trial, peer):
     import gin
 
-    gin.clear_config()
-    gin.parse_config_file(str(peer))
-    settings = trial.sb3_settings()
+    settings = trial.load_settings(peer, ["sb3.eval_episodes = 3"])
     gin.clear_config()
     assert settings["algo"] in trial.ALGOS and settings["source"]
+    assert settings["eval_episodes"] == 3 and settings["hyperparams"]["learning_rate"] > 0
+    if peer.stem.endswith("_mujoco"):  # rl-zoo's warm-up for MuJoCo, over the included file
+        assert settings["hyperparams"]["learning_starts"] == 10000

@@ -81,6 +81,15 @@ def sb3_settings(
     }
 
 
+def load_settings(config: str | Path, bindings: list[str] = ()) -> dict[str, Any]:
+    """The settings of the peer file ``config`` (its ``include``s are looked up beside it)
+    with ``bindings`` applied."""
+    gin.clear_config()
+    gin.add_config_file_search_path(str(Path(config).resolve().parent))
+    gin.parse_config_files_and_bindings([str(config)], list(bindings))
+    return sb3_settings()
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", help="gin file binding the sb3 settings")
@@ -204,8 +213,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(args.threads)
-    gin.parse_config_files_and_bindings([args.config], args.gin_bindings)
-    settings = sb3_settings()
+    settings = load_settings(args.config, args.gin_bindings)
     run_dir = Path(args.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(
