@@ -116,6 +116,19 @@ def test_bad_peer_settings_and_resume_are_refused_with_the_reason(trial, tmp_pat
     assert proc.returncode != 0 and "keep no checkpoints" in proc.stderr
 
 
+def test_a_peer_that_collects_in_chunks_stops_at_the_step_budget(trial, tmp_path):
+    # DQN collects train_freq = 64 steps per rollout: without the stop it would run to 128
+    settings = trial.sb3_settings(
+        algo="DQN",
+        hyperparams={"learning_starts": 10, "train_freq": 64, "batch_size": 8},
+        eval_interval=40,
+        eval_episodes=1,
+    )
+    summary = trial.train(settings, "CartPole-v1", 0, 100, tmp_path)
+    assert summary["env_steps"] == 100
+    assert [h["env_steps"] for h in summary["eval_history"]] == [40, 80, 100]
+
+
 @pytest.mark.parametrize("peer", sorted(PEERS.glob("*.gin")), ids=lambda p: p.stem)
 def test_every_peer_file_parses(trial, peer):
     import gin

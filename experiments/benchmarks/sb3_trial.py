@@ -180,7 +180,9 @@ def train(settings: dict[str, Any], env_id: str, seed: int, steps: int, run_dir:
         def _on_step(self) -> bool:
             if self.num_timesteps % settings["eval_interval"] == 0:
                 record()
-            return True
+            # stop at exactly ``steps``: an algorithm that collects in chunks (DQN's train_freq
+            # of 256 steps) would otherwise run on to the end of its last chunk
+            return self.num_timesteps < steps
 
     model.learn(total_timesteps=steps, callback=Evaluations())
     if not history or history[-1]["env_steps"] != model.num_timesteps:
