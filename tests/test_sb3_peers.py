@@ -139,3 +139,24 @@ def test_every_peer_file_parses(trial, peer):
     assert settings["eval_episodes"] == 3 and settings["hyperparams"]["learning_rate"] > 0
     if peer.stem.endswith("_mujoco"):  # rl-zoo's warm-up for MuJoCo, over the included file
         assert settings["hyperparams"]["learning_starts"] == 10000
+
+
+def test_speed_ratios_are_summarised_with_an_interval_over_rounds():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(BENCHMARKS))
+        import bench_utils
+
+    out = bench_utils.ratio_interval([1.5, 1.7, 1.6, 1.8])
+    assert out["mean"] == pytest.approx(1.65)
+    assert (out["min"], out["max"]) == (1.5, 1.8)
+    # resampled means stay within the range and the interval holds the mean
+    assert 1.5 <= out["ci_low"] < 1.65 < out["ci_high"] <= 1.8
+    assert bench_utils.ratio_interval([2.0]) == {
+        "mean": 2.0,
+        "ci_low": 2.0,
+        "ci_high": 2.0,
+        "min": 2.0,
+        "max": 2.0,
+    }
+    with pytest.raises(ValueError, match="at least one round"):
+        bench_utils.ratio_interval([])

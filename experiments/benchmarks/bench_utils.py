@@ -94,6 +94,21 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
     return "\n".join(lines)
 
 
+def ratio_interval(ratios: Sequence[float], seed: int = 0) -> dict[str, float]:
+    """The per-round speed ratios summarised: their mean with a 95% percentile bootstrap
+    interval over rounds, and their range (with 3 rounds the interval is close to the range;
+    more rounds narrow it)."""
+    import numpy as np
+
+    from super_sac.sweep.stats import stratified_bootstrap_ci
+
+    values = [float(r) for r in ratios]
+    if not values:
+        raise ValueError("ratio_interval needs at least one round")
+    mean, low, high = stratified_bootstrap_ci({"rounds": values}, np.mean, seed=seed)
+    return {"mean": mean, "ci_low": low, "ci_high": high, "min": min(values), "max": max(values)}
+
+
 def write_results(
     name: str, markdown: str, payload: dict[str, Any], results_dir: Path | None = None
 ) -> tuple[Path, Path]:

@@ -156,8 +156,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ],
     )
     round_ratios = ", ".join(f"{r['ratio']:.2f}" for r in rounds)
+    interval = bench_utils.ratio_interval([r["ratio"] for r in rounds])
     table += (f"\n\nRatio of medians ours / SB3: **{ratio:.2f}**; median of the per-round "
-              f"ratios: {paired:.2f} (rounds: {round_ratios})")
+              f"ratios: {paired:.2f} (rounds: {round_ratios}); mean of the per-round ratios "
+              f"{interval['mean']:.2f}, 95% bootstrap interval over rounds "
+              f"[{interval['ci_low']:.2f}, {interval['ci_high']:.2f}]")
     print("\n" + table, flush=True)
     header = (
         "# SAC training throughput on Pendulum-v1\n\n"
@@ -179,6 +182,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "sb3_median_steps_per_s": sb3_med,
         "ratio_ours_over_sb3": ratio,
         "median_round_ratio": paired,
+        "round_ratio_interval": interval,
         "rounds": rounds,
     }
     md, js = bench_utils.write_results(args.name, header + table, payload)
