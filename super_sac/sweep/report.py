@@ -8,6 +8,7 @@ import csv
 import math
 import os
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ from super_sac.reporting import EVAL_CSV
 from super_sac.sweep.grid import FINISHED, Grid, read_manifest
 from super_sac.sweep.stats import area_under_curve, iqm, stratified_bootstrap_ci
 from super_sac.utils import atomic_write_json, atomic_write_text
+
+SweepDirs = str | os.PathLike | Sequence[str | os.PathLike]  # one sweep folder or several
 
 METRICS = {"eval_return": "return_mean", "eval_length": "length_mean"}
 STATISTICS = {"mean": np.mean, "median": np.median, "iqm": iqm}
@@ -87,13 +90,13 @@ def _summarise(values: list[float], seed: int) -> dict[str, Any]:
     return out
 
 
-def _as_list(sweep_dirs) -> list[Path]:
+def _as_list(sweep_dirs: SweepDirs) -> list[Path]:
     if isinstance(sweep_dirs, (str, os.PathLike)):
         return [Path(sweep_dirs)]
     return [Path(d) for d in sweep_dirs]
 
 
-def collect(sweep_dirs, metric: str = "eval_return") -> dict[str, Any]:
+def collect(sweep_dirs: SweepDirs, metric: str = "eval_return") -> dict[str, Any]:
     """The curves and scores of every finished trial, grouped by config and env.
 
     :param sweep_dirs: one sweep folder, or several (e.g. ours and a peer library's, run with
@@ -182,7 +185,7 @@ def _normalised_aggregate(
 
 
 def build_report(
-    sweep_dirs,
+    sweep_dirs: SweepDirs,
     metric: str = "eval_return",
     seed: int = 0,
     references: dict[str, tuple[float, float]] | None = None,
@@ -291,7 +294,7 @@ def _mean_band(runs: list[tuple[np.ndarray, np.ndarray]], seed: int, reps: int =
     return steps, mean, low, high
 
 
-def plot_curves(sweep_dirs, path: str | os.PathLike, metric="eval_return"):
+def plot_curves(sweep_dirs: SweepDirs, path: str | os.PathLike, metric="eval_return"):
     """PNG learning curves of one sweep folder or several: one panel per env, per config the
     mean over seeds with its 95% bootstrap band. :return: the file written."""
     import matplotlib
@@ -351,7 +354,7 @@ def plot_runs(
 
 
 def write_report(
-    sweep_dirs,
+    sweep_dirs: SweepDirs,
     metric: str = "eval_return",
     plot: bool = True,
     references: dict[str, tuple[float, float]] | None = None,
