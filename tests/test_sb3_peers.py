@@ -82,19 +82,35 @@ def test_evaluations_start_from_the_states_our_loop_evaluates_from(trial, tmp_pa
     assert [h["env_steps"] for h in summary["eval_history"]] == [50, 100, 120]
 
 
-def test_a_seeded_evaluation_is_repeatable_and_continues_the_env_stream(trial):
+def test_sb3_is_evaluated_from_exactly_the_start_states_of_our_loop(trial):
+    """The same policy through our evaluation path and the SB3 trial's gives the same returns."""
     import gymnasium as gym
+    import numpy as np
 
-    class Zero:
+    from super_sac.evaluation import evaluate_agent
+
+    class Zero:  # an SB3-like model and an agent-like object acting alike (zero torque)
+        training = False
+
         def predict(self, obs, deterministic=True):
-            return [0.0], None
+            return np.zeros(1, dtype=np.float32), None
 
-    env = gym.make("Pendulum-v1")
-    first = trial.evaluate(Zero(), env, 2, reset_seed=3)
-    again = trial.evaluate(Zero(), env, 2, reset_seed=3)
-    assert first == again
-    # the second episode starts from the env's next state, not from the same seed again
-    assert first["return_min"] != first["return_max"]
+        def forward(self, obs):
+            return np.zeros(1, dtype=np.float32)
+
+        def eval(self):
+            pass
+
+        def train(self, mode=True):
+            pass
+
+    ours_env, sb3_env = gym.make("Pendulum-v1"), gym.make("Pendulum-v1")
+    ours_env.reset(seed=3)  # what super_sac.reporting.evaluate does before evaluate_agent
+    ours = evaluate_agent(Zero(), ours_env, 3)
+    theirs = trial.evaluate(Zero(), sb3_env, 3, reset_seed=3)
+    assert theirs == pytest.approx(ours)
+    assert theirs["return_min"] != theirs["return_max"]  # three different start states
+    assert trial.evaluate(Zero(), sb3_env, 3, reset_seed=3) == theirs  # repeatable
 
 
 def test_bad_peer_settings_and_resume_are_refused_with_the_reason(trial, tmp_path):

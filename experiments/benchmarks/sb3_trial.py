@@ -121,11 +121,14 @@ def build_model(settings: dict[str, Any], env, seed: int):
 
 
 def evaluate(model, env, episodes: int, reset_seed: int) -> dict[str, float]:
-    """``episodes`` deterministic episodes; the first reset is seeded with ``reset_seed`` and the
-    later ones continue the env's generator (as our ``evaluate_agent`` does)."""
+    """``episodes`` deterministic episodes from the start states our loop evaluates from: the
+    env is reset once with ``reset_seed`` (that state is not played), then every episode starts
+    from a plain reset that continues the env's generator, exactly as
+    ``super_sac.reporting.evaluate`` and ``evaluate_agent`` do."""
     returns, lengths = [], []
-    for episode in range(episodes):
-        obs, _ = env.reset(seed=reset_seed if episode == 0 else None)
+    env.reset(seed=reset_seed)
+    for _ in range(episodes):
+        obs, _ = env.reset()
         total, steps, done = 0.0, 0, False
         while not done:
             action, _ = model.predict(obs, deterministic=True)
