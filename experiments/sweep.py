@@ -85,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--last", type=int, default=3, help="score also the mean of each run's last N evaluations"
     )
+    report.add_argument(
+        "--threshold",
+        type=float,
+        default=None,
+        help="per seed, the steps of the first evaluation at or above this score (e.g. 475)",
+    )
     report.add_argument("--metric", default="eval_return", help="eval_return | eval_length")
     report.add_argument("--no_plot", action="store_true", help="tables only")
     report.add_argument(
@@ -147,7 +153,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if failed else 0
     references = parse_references(args.reference)
     files = write_report(
-        args.sweep_dir, args.metric, not args.no_plot, references, out=args.out, last=args.last
+        args.sweep_dir,
+        args.metric,
+        not args.no_plot,
+        references,
+        out=args.out,
+        last=args.last,
+        threshold=args.threshold,
     )
     print(Path(files["markdown"]).read_text())
     print(f"report: {', '.join(str(f) for f in files.values())}")

@@ -421,13 +421,21 @@ def test_a_report_of_two_sweeps_puts_their_configs_side_by_side(tmp_path):
     assert "| sb3_sac | Pendulum-v1 | 0: 30.0, 1: 60.0, 2: 90.0, 3: 120.0 |" in table
     assert json.loads(files["json"].read_text())["sweeps"] == [str(ours), str(peer)]
     assert files["png"].read_bytes()[:4] == b"\x89PNG"
+    # steps to a threshold: curves 10, 20, 30 x (seed + 1) reach 60 at 20 (seed 2), 10 (seed 3)
+    firsts = build_report([ours, peer], threshold=60)["rows"][2]
+    assert firsts["first_reach"] == {"0": None, "1": 30.0, "2": 20.0, "3": 20.0}
+    assert firsts["reached"] == 3
+    # a sweep named twice (by another path too) is read once
+    twice = build_report([ours, peer, tmp_path / "." / "peer"])
+    assert [r["final"]["n"] for r in twice["rows"]] == [3, 3, 4]
     # the same config name in two sweeps would merge two different things: refused
     with pytest.raises(ValueError, match="'sac' is in both"):
         build_report([ours, _fake_sweep(tmp_path, "again", ["other/sac.gin"])])
     cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
     cmd += ["report", str(ours), str(peer), "--out", str(tmp_path / "cli"), "--no_plot"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run([*cmd, "--threshold", "60"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+    assert "| sb3_sac | Pendulum-v1 | 3/4 | 0: -, 1: 30, 2: 20, 3: 20 |" in proc.stdout
     assert "| sac | Pendulum-v1 | 3 |" in proc.stdout and (tmp_path / "cli" / "report.md").exists()
 
 

@@ -91,9 +91,12 @@ def _summarise(values: list[float], seed: int) -> dict[str, Any]:
 
 
 def _as_list(sweep_dirs: SweepDirs) -> list[Path]:
-    if isinstance(sweep_dirs, (str, os.PathLike)):
-        return [Path(sweep_dirs)]
-    return [Path(d) for d in sweep_dirs]
+    """The sweep folders, each once (a folder named twice, even by another path, is read once)."""
+    dirs = [sweep_dirs] if isinstance(sweep_dirs, (str, os.PathLike)) else list(sweep_dirs)
+    out: dict[Path, Path] = {}
+    for d in dirs:
+        out.setdefault(Path(d).resolve(), Path(d))
+    return list(out.values())
 
 
 def collect(sweep_dirs: SweepDirs, metric: str = "eval_return") -> dict[str, Any]:
@@ -190,12 +193,16 @@ def build_report(
     seed: int = 0,
     references: dict[str, tuple[float, float]] | None = None,
     last: int = 3,
+    threshold: float | None = None,
 ) -> dict[str, Any]:
     """Per (config, env): the final score, the mean of the last ``last`` evaluations of each
     run (less noisy than one evaluation) and the area under the curve over seeds, each with
     mean, median and IQM and a 95% bootstrap interval, and every seed's final score.
 
     :param sweep_dirs: a sweep folder or several (see :func:`collect`).
+    :param threshold: also give, per seed, the env steps of the first evaluation at or above
+        this score (``None`` where it never got there) and how many seeds got there (e.g.
+        CartPole's solved level, 475).
     With ``references`` (``{env: (low, high)}``, e.g. random and expert scores), also per config
     an aggregate over the envs that have one: every run's score normalised to
     ``(score - low) / (high - low)``, then mean, median and IQM over all those runs, with
@@ -212,26 +219,36 @@ def build_report(
             finals = [float(v[-1]) for _, v in runs]
             lasts = [float(np.mean(v[-last:])) for _, v in runs]
             aucs = [area_under_curve(s, v) for s, v in runs]
-            per_seed = dict(zip((str(k) for k in data["seeds"][(config, env)]), finals))
-            rows.append(
-                {
-                    "config": config,
-                    "env": env,
-                    "final": _summarise(finals, seed),
-                    "last": _summarise(lasts, seed),
-                    "auc": _summarise(aucs, seed),
-                    "final_per_seed": per_seed,
-                }
-            )
+            seeds = [str(k) for k in data["seeds"][(config, env)]]
+            row = {
+                "config": config,
+                "env": env,
+                "final": _summarise(finals, seed),
+                "last": _summarise(lasts, seed),
+                "auc": _summarise(aucs, seed),
+                "final_per_seed": dict(zip(seeds, finals)),
+            }
+            if threshold is not None:
+                first = dict(zip(seeds, (_first_reach(s, v, threshold) for s, v in runs)))
+                row["first_reach"] = first
+                row["reached"] = sum(step is not None for step in first.values())
+            rows.append(row)
     return {
         "sweeps": [str(d) for d in _as_list(sweep_dirs)],
         "metric": metric,
         "last_evaluations": last,
+        "threshold": threshold,
         "rows": rows,
         "normalised_aggregate": _normalised_aggregate(data, references or {}, seed),
         "references": {k: list(v) for k, v in (references or {}).items()},
         "unfinished_trials": data["missing"],
     }
+
+
+def _first_reach(steps: np.ndarray, values: np.ndarray, threshold: float) -> float | None:
+    """The steps of the first evaluation at or above ``threshold`` (``None``: never)."""
+    hits = np.flatnonzero(values >= threshold)
+    return float(steps[hits[0]]) if hits.size else None
 
 
 def markdown_table(report: dict[str, Any]) -> str:
@@ -255,6 +272,21 @@ def markdown_table(report: dict[str, Any]) -> str:
     for r in report["rows"]:
         seeds = ", ".join(f"{s}: {v:.1f}" for s, v in r["final_per_seed"].items())
         lines.append(f"| {r['config']} | {r['env']} | {seeds} |")
+    if report.get("threshold") is not None:
+        lines += [
+            "",
+            f"First evaluation at or above {report['threshold']:g} (steps; '-': never):",
+            "",
+            "| config | env | seeds that got there | seed: steps |",
+            "|---|---|---|---|",
+        ]
+        for r in report["rows"]:
+            firsts = ", ".join(
+                f"{s}: {'-' if v is None else f'{v:.0f}'}" for s, v in r["first_reach"].items()
+            )
+            lines.append(
+                f"| {r['config']} | {r['env']} | {r['reached']}/{r['final']['n']} | {firsts} |"
+            )
     if report.get("normalised_aggregate"):
         lines += [
             "",
@@ -360,10 +392,11 @@ def write_report(
     references: dict[str, tuple[float, float]] | None = None,
     out: str | os.PathLike | None = None,
     last: int = 3,
+    threshold: float | None = None,
 ) -> dict[str, Path]:
     """Write ``report.md``, ``report.json`` and (with ``plot``) ``curves.png`` into ``out``
-    (default: the sweep folder; required for several sweeps). ``references`` and ``last`` as for
-    :func:`build_report`. :return: the files by kind."""
+    (default: the sweep folder; required for several sweeps). ``references``, ``last`` and
+    ``threshold`` as for :func:`build_report`. :return: the files by kind."""
     dirs = _as_list(sweep_dirs)
     if out is None:
         if len(dirs) > 1:
@@ -371,7 +404,7 @@ def write_report(
         out = dirs[0]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    report = build_report(dirs, metric, references=references, last=last)
+    report = build_report(dirs, metric, references=references, last=last, threshold=threshold)
     files = {"markdown": out / "report.md", "json": out / "report.json"}
     atomic_write_text(files["markdown"], markdown_table(report))
     atomic_write_json(files["json"], report)
