@@ -358,6 +358,12 @@ def test_report_of_hand_made_curves(tmp_path):
     ci = sac["final"]["mean"]
     assert 30 <= ci["ci_low"] < 75 < ci["ci_high"] <= 120
     assert rows[("td3", "MountainCarContinuous-v0")]["final"]["n"] == 3
+    # each seed keeps its own score when a trial is missing: 30 * (seed + 1)
+    assert rows[("td3", "MountainCarContinuous-v0")]["final_per_seed"] == {
+        "0": 30.0,
+        "1": 60.0,
+        "2": 90.0,
+    }
     files = write_report(tmp_path / "s")
     assert "td3/MountainCarContinuous-v0/seed_3" in files["markdown"].read_text()
     assert json.loads(files["json"].read_text()) == json.loads(json.dumps(report))
