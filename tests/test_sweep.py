@@ -431,9 +431,18 @@ def test_a_report_of_two_sweeps_puts_their_configs_side_by_side(tmp_path):
     firsts = build_report([ours, peer], threshold=60)["rows"][2]
     assert firsts["first_reach"] == {"0": None, "1": 30.0, "2": 20.0, "3": 20.0}
     assert firsts["reached"] == 3
+    assert build_report([ours, peer])["warnings"] == []
     # a sweep named twice (by another path too) is read once
     twice = build_report([ours, peer, tmp_path / "." / "peer"])
     assert [r["final"]["n"] for r in twice["rows"]] == [3, 3, 4]
+    # sweeps of different step budgets are not comparable: the report says so
+    from super_sac.sweep.grid import Grid, write_manifest
+
+    longer = tmp_path / "longer"
+    write_manifest(longer, Grid.make(["long.gin"], ["Pendulum-v1"], "0", 60))
+    write_manifest(tmp_path / "shorter", Grid.make(["short.gin"], ["Pendulum-v1"], "0", 30))
+    (warning,) = build_report([longer, tmp_path / "shorter"])["warnings"]
+    assert "different step budgets" in warning and ": 60" in warning and ": 30" in warning
     # the same config name in two sweeps would merge two different things: refused
     with pytest.raises(ValueError, match="'sac' is in both"):
         build_report([ours, _fake_sweep(tmp_path, "again", ["other/sac.gin"])])

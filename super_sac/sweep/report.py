@@ -113,10 +113,12 @@ def collect(sweep_dirs: SweepDirs, metric: str = "eval_return") -> dict[str, Any
     owner: dict[str, Path] = {}
     curves: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
     seeds: dict[tuple[str, str], list[int]] = defaultdict(list)  # parallel to curves
+    budgets: dict[str, int | None] = {}  # each sweep's env steps per trial (--steps)
     missing = []
     online = False  # whether any trial has an online evaluation
     for sweep_dir in _as_list(sweep_dirs):
         grid = Grid.from_json(read_manifest(sweep_dir)["grid"])
+        budgets[str(sweep_dir)] = grid.steps
         for config in grid.configs:
             stem = Path(config).stem
             if stem in owner and owner[stem] != sweep_dir:
@@ -142,6 +144,7 @@ def collect(sweep_dirs: SweepDirs, metric: str = "eval_return") -> dict[str, Any
         "envs": envs,
         "curves": curves,
         "seeds": seeds,
+        "budgets": budgets,
         "missing": missing,
         "column": column,
         "offline_only": not online,
@@ -233,8 +236,16 @@ def build_report(
                 row["first_reach"] = first
                 row["reached"] = sum(step is not None for step in first.values())
             rows.append(row)
+    warnings = []
+    if len({b for b in data["budgets"].values() if b is not None}) > 1:
+        warnings.append(
+            "the sweeps ran different step budgets ("
+            + ", ".join(f"{d}: {b}" for d, b in data["budgets"].items())
+            + "): final scores, last-k means and areas under the curve are not comparable"
+        )
     return {
         "sweeps": [str(d) for d in _as_list(sweep_dirs)],
+        "warnings": warnings,
         "metric": metric,
         "last_evaluations": last,
         "threshold": threshold,
@@ -301,6 +312,8 @@ def markdown_table(report: dict[str, Any]) -> str:
                 f"| {r['config']} | {', '.join(r['envs'])} | {cell(f['mean'], 3)} | "
                 f"{cell(f['iqm'], 3)} | {cell(a['mean'], 3)} | {cell(a['iqm'], 3)} |"
             )
+    for warning in report.get("warnings", []):
+        lines += ["", f"Warning: {warning}"]
     if report["unfinished_trials"]:
         lines += ["", f"Unfinished trials (left out): {', '.join(report['unfinished_trials'])}"]
     return "\n".join(lines) + "\n"
