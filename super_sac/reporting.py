@@ -167,7 +167,9 @@ def wall_clock(trainer: Trainer) -> float:
     return trainer.wall_seconds + time.perf_counter() - trainer.session.time
 
 
-def _csv_rows(rows: list[dict[str, Any]], header: bool) -> str:
+def eval_csv_text(rows: list[dict[str, Any]], header: bool) -> str:
+    """``rows`` (evaluation results) as lines of ``evaluations.csv`` (:data:`EVAL_CSV_COLUMNS`;
+    other keys are left out), after the header line when ``header``."""
     buf = io.StringIO()
     writer = csv.DictWriter(
         buf, fieldnames=EVAL_CSV_COLUMNS, extrasaction="ignore", lineterminator="\n"
@@ -186,20 +188,24 @@ def write_eval_log(trainer: Trainer) -> Path | None:
     if trainer.run_dir is None:
         return None
     path = trainer.run_dir / EVAL_CSV
-    atomic_write_text(path, _csv_rows(trainer.eval_history, header=True))
+    atomic_write_text(path, eval_csv_text(trainer.eval_history, header=True))
     return path
 
 
-def append_eval_row(trainer: Trainer, result: dict[str, Any]) -> None:
-    """Append one evaluation to ``<run_dir>/evaluations.csv`` (one ``write`` of a whole line,
-    flushed), so the history can be read while the run goes on and survives a crash."""
-    if trainer.run_dir is None:
-        return
-    path = trainer.run_dir / EVAL_CSV
-    text = _csv_rows([result], header=not path.exists())
+def append_eval_csv(path: Path, result: dict[str, Any]) -> None:
+    """Append one evaluation to the ``evaluations.csv`` at ``path`` (its header first when the
+    file is new) in one ``write`` of a whole line, flushed, so the history can be read while the
+    run goes on and survives a crash."""
+    text = eval_csv_text([result], header=not path.exists())
     with open(path, "a") as f:
         f.write(text)
         f.flush()
+
+
+def append_eval_row(trainer: Trainer, result: dict[str, Any]) -> None:
+    """Append one evaluation to ``<run_dir>/evaluations.csv`` (:func:`append_eval_csv`)."""
+    if trainer.run_dir is not None:
+        append_eval_csv(trainer.run_dir / EVAL_CSV, result)
 
 
 def records_video(cfg: Any, evaluations: int) -> bool:

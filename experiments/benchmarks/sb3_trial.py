@@ -14,8 +14,8 @@ is a gin file of the ``sb3`` configurable below (``experiments/benchmarks/peers/
     python experiments/sweep.py report sweeps/pendulum_ours sweeps/pendulum_sb3 --out results/x
 
 Evaluation matches ours: every ``eval_interval`` env steps (and after the last step), the mean
-return of ``eval_episodes`` deterministic episodes on a separate env whose first reset of each
-evaluation is seeded exactly as our loop seeds it (``episode_seed(seed, EVAL_ENV_INDEX, k)``
+return of ``eval_episodes`` deterministic episodes, played by our own ``evaluate_agent`` on a
+separate env reset first with the seed our loop uses (``episode_seed(seed, EVAL_ENV_INDEX, k)``
 for the k-th evaluation), so both libraries are scored on the same start states.
 
 SB3 models are not checkpointed: an interrupted SB3 trial starts again from scratch on the next
@@ -34,9 +34,10 @@ import gin
 import numpy as np
 
 from super_sac.collector import episode_seed
-from super_sac.reporting import EVAL_CSV, EVAL_CSV_COLUMNS, EVAL_ENV_INDEX
+from super_sac.evaluation import evaluate_agent
+from super_sac.reporting import EVAL_CSV, EVAL_ENV_INDEX, append_eval_csv, eval_csv_text
 from super_sac.sweep.grid import SUMMARY
-from super_sac.utils import atomic_write_json
+from super_sac.utils import atomic_write_json, atomic_write_text
 
 ALGOS = ("SAC", "TD3", "DQN", "DDPG")
 
@@ -120,32 +121,31 @@ def build_model(settings: dict[str, Any], env, seed: int):
     return cls(settings["policy"], env, seed=seed, device="cpu", verbose=0, **kwargs)
 
 
+class DeterministicPolicy:
+    """An SB3 model seen as the agent :func:`super_sac.evaluation.evaluate_agent` plays: its
+    ``forward`` is SB3's deterministic (greedy) action."""
+
+    training = False
+
+    def __init__(self, model) -> None:
+        self.model = model
+
+    def forward(self, obs):
+        return self.model.predict(obs, deterministic=True)[0]
+
+    def eval(self) -> None:
+        pass
+
+    def train(self, mode: bool = True) -> None:
+        pass
+
+
 def evaluate(model, env, episodes: int, reset_seed: int) -> dict[str, float]:
     """``episodes`` deterministic episodes from the start states our loop evaluates from: the
-    env is reset once with ``reset_seed`` (that state is not played), then every episode starts
-    from a plain reset that continues the env's generator, exactly as
-    ``super_sac.reporting.evaluate`` and ``evaluate_agent`` do."""
-    returns, lengths = [], []
+    env is reset once with ``reset_seed``, then played by our own ``evaluate_agent``, as
+    ``super_sac.reporting.evaluate`` does."""
     env.reset(seed=reset_seed)
-    for _ in range(episodes):
-        obs, _ = env.reset()
-        total, steps, done = 0.0, 0, False
-        while not done:
-            action, _ = model.predict(obs, deterministic=True)
-            obs, reward, terminated, truncated, _ = env.step(action)
-            total += float(reward)
-            steps += 1
-            done = terminated or truncated
-        returns.append(total)
-        lengths.append(steps)
-    arr = np.asarray(returns, dtype=np.float64)
-    return {
-        "return_mean": float(arr.mean()),
-        "return_std": float(arr.std()),
-        "return_min": float(arr.min()),
-        "return_max": float(arr.max()),
-        "length_mean": float(np.mean(lengths)),
-    }
+    return evaluate_agent(DeterministicPolicy(model), env, episodes)
 
 
 def train(settings: dict[str, Any], env_id: str, seed: int, steps: int, run_dir: Path) -> dict:
@@ -158,7 +158,7 @@ def train(settings: dict[str, Any], env_id: str, seed: int, steps: int, run_dir:
     env, test_env = gym.make(env_id), gym.make(env_id)
     model = build_model(settings, env, seed)
     csv_path = run_dir / EVAL_CSV
-    csv_path.write_text(",".join(EVAL_CSV_COLUMNS) + "\n")
+    atomic_write_text(csv_path, eval_csv_text([], header=True))
     history: list[dict[str, Any]] = []
     start = time.perf_counter()
 
@@ -176,8 +176,7 @@ def train(settings: dict[str, Any], env_id: str, seed: int, steps: int, run_dir:
             wall_seconds=time.perf_counter() - start,
         )
         history.append(result)
-        with open(csv_path, "a") as f:
-            f.write(",".join(str(result.get(c, "")) for c in EVAL_CSV_COLUMNS) + "\n")
+        append_eval_csv(csv_path, result)
 
     class Evaluations(BaseCallback):
         def _on_step(self) -> bool:
