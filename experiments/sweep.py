@@ -73,6 +73,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--cpus", type=int, default=None, help="ray: CPUs of the local Ray (default: all)"
     )
+    run.add_argument(
+        "--order",
+        choices=["config", "seed"],
+        default="config",
+        help="local: start the trials config by config (default) or seed by seed (every config "
+        "at seed 0 first: a sweep stopped early has the same seeds of every config)",
+    )
     run.add_argument("--max_failures", type=int, default=0, help="retries of a failed trial")
     run.add_argument("--no_report", action="store_true", help="skip the report at the end")
     report = sub.add_parser(
@@ -119,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
         sweep_dir = Path(args.root) / args.name
         script = args.script or ROOT / "experiments" / "gym" / "train_gym.py"
         if args.backend == "ray":
+            if args.order != "config":
+                raise ValueError(
+                    "--order seed applies to the local backend; Tune schedules ray trials itself"
+                )
             from super_sac.sweep.ray_backend import run_ray
 
             results = run_ray(
@@ -143,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                 threads=args.cpus_per_trial,
                 devices=args.gpus.split(",") if args.gpus else None,
                 progress_interval=args.progress_interval,
+                order=args.order,
             )
         failed = [r for r in results if r.status in ("failed", "stopped")]
         for r in failed:

@@ -722,3 +722,55 @@ def test_script_args_reach_every_trial_and_the_manifest(tmp_path):
     write_manifest(tmp_path, grid)
     with pytest.raises(GridMismatchError, match="script_args"):
         write_manifest(tmp_path, Grid.make(["drqv2.gin"], ["cartpole-swingup"], "0", steps=10))
+
+
+ORDER_SCRIPT = """
+import json, sys
+from pathlib import Path
+argv = sys.argv[1:]
+folder = Path(argv[argv.index("--run_dir") + 1])
+with open(folder.parents[2] / "started.txt", "a") as f:  # <sweep>/<config>/<env>/seed_<n>
+    f.write(f"{folder.parents[1].name}/{folder.name}\\n")
+(folder / "summary.json").write_text(json.dumps({"env_steps": 1}))
+"""
+
+
+def test_seed_order_starts_every_config_at_a_seed_before_the_next_seed(tmp_path):
+    import io
+
+    from super_sac.sweep.grid import Grid
+    from super_sac.sweep.local import run_local
+
+    script = tmp_path / "order_train.py"
+    script.write_text(ORDER_SCRIPT)
+    grid = Grid.make(["sac.gin", "td3.gin"], ["Pendulum-v1"], "0-2")
+    sweep = tmp_path / "s"
+    done = sweep / "sac" / "Pendulum-v1" / "seed_0"
+    done.mkdir(parents=True)
+    (done / "summary.json").write_text("{}")  # finished before: skipped, not restarted
+    results = run_local(grid, sweep, script=script, out=io.StringIO(), order="seed")
+    started = (sweep / "started.txt").read_text().split()
+    assert started == ["td3/seed_0", "sac/seed_1", "td3/seed_1", "sac/seed_2", "td3/seed_2"]
+    # results stay in grid order (config-major), whatever order the trials ran in
+    assert [(r.trial.config, r.trial.seed) for r in results] == [
+        (c, s) for c in ("sac.gin", "td3.gin") for s in (0, 1, 2)
+    ]
+    assert [r.status for r in results][:1] == ["skipped"]
+
+    (sweep / "started.txt").unlink()
+    run_local(grid, tmp_path / "c", script=script, out=io.StringIO())  # default: config-major
+    assert (tmp_path / "c" / "started.txt").read_text().split() == [
+        f"{c}/seed_{s}" for c in ("sac", "td3") for s in (0, 1, 2)
+    ]
+    with pytest.raises(ValueError, match="order must be one of"):
+        run_local(grid, tmp_path / "d", script=script, out=io.StringIO(), order="env")
+
+
+def test_seed_order_with_the_ray_backend_is_refused_with_the_reason(tmp_path):
+    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
+    cmd += ["run", "--root", str(tmp_path), "--name", "r", "--configs", "sac.gin"]
+    cmd += ["--envs", "Pendulum-v1", "--backend", "ray", "--order", "seed"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert "--order seed applies to the local backend" in proc.stderr
+    assert not (tmp_path / "r").exists()  # refused before anything was written

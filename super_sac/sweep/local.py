@@ -294,6 +294,9 @@ def sweep_lock(sweep_dir: str | os.PathLike):
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
+TRIAL_ORDERS = ("config", "seed")
+
+
 def run_local(
     grid: Grid,
     sweep_dir: str | os.PathLike,
@@ -305,6 +308,7 @@ def run_local(
     out=None,
     devices: list[str] | None = None,
     progress_interval: float = 60,
+    order: str = "config",
 ) -> list[TrialResult]:
     """Run every unfinished trial of ``grid`` under ``sweep_dir``, ``workers`` at a time.
 
@@ -316,8 +320,14 @@ def run_local(
         two trials on each. ``None``: trials see what the sweep sees.
     :param progress_interval: seconds between status lines while trials run (0: only when a
         trial finishes).
+    :param order: ``"config"`` starts the trials in grid order (every seed of the first config,
+        then the next config); ``"seed"`` starts every config and env at the first seed before
+        any at the second, so a sweep stopped early holds the same seeds of every config (the
+        grid and the manifest are the same either way).
     :return: one result per trial, in grid order.
     """
+    if order not in TRIAL_ORDERS:
+        raise ValueError(f"order must be one of {TRIAL_ORDERS}, got {order!r}")
     with sweep_lock(sweep_dir):
         return _run_local(
             grid,
@@ -330,6 +340,7 @@ def run_local(
             out,
             devices,
             progress_interval,
+            order,
         )
 
 
@@ -344,6 +355,7 @@ def _run_local(
     out,
     devices: list[str] | None,
     progress_interval: float,
+    order: str,
 ) -> list[TrialResult]:
     write_manifest(sweep_dir, grid, script)
     trials = grid.trials(sweep_dir)
@@ -354,6 +366,8 @@ def _run_local(
             results[i] = TrialResult(trial, "skipped")
         else:
             todo.append(i)
+    if order == "seed":
+        todo.sort(key=lambda i: (grid.seeds.index(trials[i].seed), i))
     workers = max(1, workers)
     progress = Progress(
         len(trials), len(trials) - len(todo), out, grid.steps, interval=progress_interval
