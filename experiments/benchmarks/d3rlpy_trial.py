@@ -1,0 +1,259 @@
+"""A d3rlpy offline algorithm as a trial of the sweep runner, so that d3rlpy's BC, IQL, TD3+BC
+and AWAC sit beside our offline runs in one report with the same seeds, evaluations and
+statistics.
+
+The script speaks the runner's trial protocol (``--config --env --seed --run_dir --steps
+--gin_bindings --threads``, plus ``--dataset`` from the sweep's ``--script_args``) and writes
+what an offline trial of ours writes: ``evaluations.csv`` (one ``offline`` row per evaluation,
+``phase_step`` = gradient steps), ``hparams.json`` and, when done, ``summary.json``. The config
+is a gin file of the ``d3rlpy`` configurable below (``experiments/benchmarks/peers/d3rlpy_*.gin``,
+each with its reproduction script's settings)::
+
+    python experiments/sweep.py run --root sweeps --name medium_d3rlpy --order seed \\
+        --script experiments/benchmarks/d3rlpy_trial.py \\
+        --configs experiments/benchmarks/peers/d3rlpy_{bc,iql,td3bc,awac}.gin \\
+        --envs HalfCheetah-v5 --seeds 0-4 --steps 0 \\
+        --script_args "--dataset offline_data/npz/halfcheetah-medium.npz"
+
+Evaluation matches ours (``super_sac.reporting.evaluate``): every ``eval_interval`` gradient
+steps (and after the last one) the mean return of ``eval_episodes`` deterministic episodes,
+played by our own ``evaluate_agent`` on an env made like ours (``make_gym_env``) and reset first
+with ``episode_seed(seed, EVAL_ENV_INDEX, k)`` for the k-th evaluation, so both libraries are
+scored on the same start states.
+
+d3rlpy models are not checkpointed here: an interrupted trial starts again from scratch on the
+next run of the sweep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import gin
+import numpy as np
+from offline_d3rlpy import (  # the reproduction settings and d3rlpy helpers, beside this file
+    critic_entropy_term,
+    d3rlpy_config,
+    neutralise_critic_temperature,
+    to_mdp_dataset,
+)
+
+from super_sac.collector import episode_seed
+from super_sac.datasets import load_transitions
+from super_sac.evaluation import evaluate_agent
+from super_sac.reporting import EVAL_CSV, EVAL_ENV_INDEX, append_eval_csv, eval_csv_text
+from super_sac.sweep.grid import SUMMARY
+from super_sac.utils import atomic_write_json, atomic_write_text
+from super_sac.wrappers import make_gym_env
+
+ALGOS = ("bc", "iql", "td3bc", "awac")
+CRITIC_TEMPERATURES = ("neutral", "stock")
+
+
+@gin.configurable("d3rlpy")
+def d3rlpy_settings(
+    algo: str = "iql",
+    gradient_steps: int = 100_000,
+    batch_size: int | None = None,
+    critic_temperature: str = "neutral",
+    eval_interval: int = 5000,
+    eval_episodes: int = 10,
+    source: str = "",
+) -> dict[str, Any]:
+    """One d3rlpy peer's settings (bound in a gin file).
+
+    :param algo: ``bc``, ``iql``, ``td3bc`` or ``awac``; the other hyperparameters are those of
+        d3rlpy's reproduction scripts (``offline_d3rlpy.d3rlpy_config`` lists them).
+    :param gradient_steps: gradient steps of the run (IQL's cosine schedule spans them).
+    :param batch_size: one batch size instead of the reproduction's (``None``: its own; AWAC
+        1024, the others 256).
+    :param critic_temperature: AWAC only. ``"neutral"`` fills the dummy ``log_temp`` of d3rlpy
+        2.x's AWAC critic with -30 after building, so its TD target is ``min Q'(s', a')`` as in
+        the AWAC paper; ``"stock"`` leaves it at 0, a soft critic at temperature 1 (see
+        ``offline_d3rlpy.py``'s docstring for why that matters).
+    :param eval_interval: gradient steps between evaluations.
+    :param eval_episodes: deterministic episodes per evaluation.
+    :param source: where the settings come from, kept in ``hparams.json``.
+    """
+    if algo not in ALGOS:
+        raise ValueError(f"d3rlpy.algo = {algo!r}: expected one of {', '.join(ALGOS)}")
+    if critic_temperature not in CRITIC_TEMPERATURES:
+        raise ValueError(
+            f"d3rlpy.critic_temperature = {critic_temperature!r}: expected 'neutral' or 'stock'"
+        )
+    if gradient_steps < 1 or eval_interval < 1 or eval_episodes < 1:
+        raise ValueError(
+            "d3rlpy.gradient_steps, d3rlpy.eval_interval and d3rlpy.eval_episodes must be positive"
+        )
+    return {
+        "algo": algo,
+        "gradient_steps": int(gradient_steps),
+        "batch_size": None if batch_size is None else int(batch_size),
+        "critic_temperature": critic_temperature if algo == "awac" else None,
+        "eval_interval": int(eval_interval),
+        "eval_episodes": int(eval_episodes),
+        "source": source,
+    }
+
+
+def load_settings(config: str | Path, bindings: list[str] = ()) -> dict[str, Any]:
+    """The settings of the peer file ``config`` (``include``s looked up beside it) with
+    ``bindings`` applied."""
+    gin.clear_config()
+    gin.add_config_file_search_path(str(Path(config).resolve().parent))
+    gin.parse_config_files_and_bindings([str(config)], list(bindings))
+    return d3rlpy_settings()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", help="gin file binding the d3rlpy settings")
+    p.add_argument("--env", help="gymnasium env id")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--run_dir", help="the trial's folder")
+    p.add_argument("--dataset", help=".npz file or Minari dataset id (see train_offline.py)")
+    p.add_argument("--datasets_path", default=None, help="folder of local Minari datasets")
+    p.add_argument("--steps", type=int, default=0, help="online env steps: must be 0")
+    p.add_argument("--gin_bindings", action="append", default=[], help="repeatable")
+    p.add_argument("--threads", type=int, default=1, help="torch threads")
+    p.add_argument("--resume", default=None, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+class GreedyPolicy:
+    """A d3rlpy model seen as the agent :func:`super_sac.evaluation.evaluate_agent` plays:
+    ``forward`` maps our dict observation to d3rlpy's deterministic action."""
+
+    training = False
+
+    def __init__(self, model) -> None:
+        self.model = model
+
+    def forward(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        return self.model.predict(np.asarray(obs["obs"], dtype=np.float32)[None])[0]
+
+    def eval(self) -> None:
+        pass
+
+    def train(self, mode: bool = True) -> None:
+        pass
+
+
+def build_model(settings: dict[str, Any], dataset, seed: int):
+    """The d3rlpy model of ``settings``, built on ``dataset`` (CPU, seeded); AWAC's critic
+    temperature neutralised unless ``critic_temperature == "stock"``."""
+    import d3rlpy
+
+    d3rlpy.seed(seed)
+    model = d3rlpy_config(
+        f"d3rlpy_{settings['algo']}", settings["gradient_steps"], settings["batch_size"]
+    ).create(device="cpu:0")
+    model.build_with_dataset(dataset)
+    if settings["algo"] == "awac" and settings["critic_temperature"] == "neutral":
+        neutralise_critic_temperature(model)
+    return model
+
+
+def train(settings: dict[str, Any], env_id: str, seed: int, data, run_dir: Path) -> dict:
+    """``gradient_steps`` of d3rlpy's ``fit`` in chunks of ``eval_interval``, an evaluation
+    after each, and the trial's files. :return: the summary."""
+    import d3rlpy
+
+    dataset = to_mdp_dataset(data)
+    model = build_model(settings, dataset, seed)
+    test_env = make_gym_env(env_id)
+    csv_path = run_dir / EVAL_CSV
+    atomic_write_text(csv_path, eval_csv_text([], header=True))
+    history: list[dict[str, Any]] = []
+    start = time.perf_counter()
+    done = 0
+    while done < settings["gradient_steps"]:
+        chunk = min(settings["eval_interval"], settings["gradient_steps"] - done)
+        model.fit(
+            dataset,
+            n_steps=chunk,
+            n_steps_per_epoch=chunk,
+            show_progress=False,
+            with_timestamp=False,
+            save_interval=10**9,
+            logger_adapter=d3rlpy.logging.NoopAdapterFactory(),
+        )
+        done += chunk
+        test_env.reset(seed=episode_seed(seed, EVAL_ENV_INDEX, len(history)))
+        result = evaluate_agent(GreedyPolicy(model), test_env, settings["eval_episodes"])
+        result.update(
+            env_steps=0, phase="offline", phase_step=done, wall_seconds=time.perf_counter() - start
+        )
+        history.append(result)
+        append_eval_csv(csv_path, result)
+    test_env.close()
+    summary: dict[str, Any] = {
+        "env_steps": 0,
+        "gradient_steps": done,
+        "final_eval_return": history[-1]["return_mean"],
+        "best_eval_return": max(h["return_mean"] for h in history),
+        "wall_seconds": time.perf_counter() - start,
+        "eval_history": history,
+        "run_dir": str(run_dir),
+    }
+    if settings["algo"] == "awac":
+        (key,) = data.next_obs
+        rows = np.random.default_rng(seed).choice(len(data), min(1024, len(data)), replace=False)
+        summary["critic"] = critic_entropy_term(model, data.next_obs[key][rows])
+    return summary
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    if args.resume:
+        raise SystemExit(
+            f"error: d3rlpy trials keep no checkpoints, so {args.resume} cannot be resumed; "
+            "delete its checkpoints folder to run it again from scratch"
+        )
+    for name in ("config", "env", "run_dir", "dataset"):
+        if getattr(args, name) is None:
+            raise SystemExit(f"error: --{name} is required")
+    if args.steps:
+        raise SystemExit(
+            f"error: --steps {args.steps}: d3rlpy peers train offline only; run the sweep with "
+            "--steps 0 and set the gradient steps with d3rlpy.gradient_steps"
+        )
+    import d3rlpy
+    import torch
+
+    torch.set_num_threads(args.threads)
+    settings = load_settings(args.config, args.gin_bindings)
+    env = make_gym_env(args.env)
+    data, _ = load_transitions(args.dataset, env, args.datasets_path)
+    env.close()
+    if settings["algo"] == "iql" and np.ptp(data.episode_returns) == 0:
+        raise SystemExit(
+            f"error: {args.dataset}: every episode has the same return, so IQL's reward scale "
+            "1000 / (max - min return) is infinite. Fix: a dataset with more episodes"
+        )
+    run_dir = Path(args.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(
+        run_dir / "hparams.json",
+        {
+            **settings,
+            "env": args.env,
+            "seed": args.seed,
+            "dataset": args.dataset,
+            "config": args.config,
+            "d3rlpy": d3rlpy.__version__,
+            "torch": torch.__version__,
+        },
+    )
+    summary = train(settings, args.env, args.seed, data, run_dir)
+    atomic_write_json(run_dir / SUMMARY, summary)
+    print(json.dumps({k: summary[k] for k in ("gradient_steps", "final_eval_return")}))
+    return summary
+
+
+if __name__ == "__main__":
+    main()

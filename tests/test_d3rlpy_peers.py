@@ -1,0 +1,171 @@
+"""d3rlpy peers as offline sweep trials (experiments/benchmarks/d3rlpy_trial.py): the trial
+protocol, the files a report reads, evaluations from the start states our loop uses, AWAC's
+critic temperature, and the errors of a bad peer file or a bad sweep."""
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("d3rlpy")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS = ROOT / "experiments" / "benchmarks"
+PEERS = BENCHMARKS / "peers"
+ENV = "Pendulum-v1"
+SMALL = ["d3rlpy.gradient_steps = 4", "d3rlpy.eval_interval = 2", "d3rlpy.eval_episodes = 1"]
+
+
+@pytest.fixture(scope="module")
+def trial():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(BENCHMARKS))
+        import d3rlpy_trial
+
+        yield d3rlpy_trial
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    """A 400-transition random Pendulum dataset (two episodes) as .npz."""
+    from super_sac import datasets as ds
+    from super_sac.wrappers import make_gym_env
+
+    env = make_gym_env(ENV)
+    episodes, _, act_space = ds.record_episodes(env, ds.random_policy(env, 0), 400, seed=0)
+    return ds.save_npz(tmp_path_factory.mktemp("data") / "pendulum-random.npz", episodes, act_space)
+
+
+def test_d3rlpy_sweep_runs_through_the_runner_and_reports_offline_curves(dataset, tmp_path):
+    from super_sac.sweep.grid import FINISHED, Grid
+    from super_sac.sweep.local import run_local
+    from super_sac.sweep.report import build_report
+
+    script = BENCHMARKS / "d3rlpy_trial.py"
+    grid = Grid.make(
+        [str(PEERS / "d3rlpy_bc.gin"), str(PEERS / "d3rlpy_awac.gin")],
+        [ENV],
+        "0",
+        0,
+        [*SMALL, "d3rlpy.batch_size = 32"],
+        str(script),
+        ["--dataset", str(dataset)],
+    )
+    results = run_local(grid, tmp_path / "s", script=script, out=io.StringIO(), order="seed")
+    assert [r.status for r in results] == ["finished", "finished"]
+    for t in grid.trials(tmp_path / "s"):
+        assert t.state() == FINISHED
+        lines = (t.folder / "evaluations.csv").read_text().splitlines()
+        rows = [dict(zip(lines[0].split(","), line.split(","))) for line in lines[1:]]
+        assert [(r["env_steps"], r["phase"], r["phase_step"]) for r in rows] == [
+            ("0", "offline", "2"),
+            ("0", "offline", "4"),
+        ]
+        hparams = json.loads((t.folder / "hparams.json").read_text())
+        assert hparams["batch_size"] == 32 and hparams["dataset"] == str(dataset)
+    awac_dir = tmp_path / "s" / "d3rlpy_awac" / ENV / "seed_0"
+    awac = json.loads((awac_dir / "summary.json").read_text())
+    assert awac["critic"]["temperature"] == pytest.approx(np.exp(-30.0))  # neutralised
+    assert awac["critic"]["entropy_term"] < 1e-10
+    report = build_report(tmp_path / "s")
+    assert {r["config"] for r in report["rows"]} == {"d3rlpy_bc", "d3rlpy_awac"}
+    assert all(r["final"]["n"] == 1 for r in report["rows"])
+
+
+def test_stock_awac_keeps_its_critic_temperature_of_one(trial, dataset, tmp_path):
+    summary = trial.main(
+        [
+            "--config", str(PEERS / "d3rlpy_awac_stock.gin"), "--env", ENV, "--seed", "0",
+            "--run_dir", str(tmp_path), "--dataset", str(dataset),
+            *[a for b in [*SMALL, "d3rlpy.batch_size = 32"] for a in ("--gin_bindings", b)],
+        ]
+    )  # fmt: skip
+    assert summary["critic"]["temperature"] == pytest.approx(1.0)
+    assert summary["critic"]["entropy_term"] > 0.1  # |log pi| of a fresh policy is O(1)
+
+
+def test_d3rlpy_is_evaluated_from_exactly_the_start_states_of_our_loop(trial):
+    """The same policy through our evaluation path and the trial's adapter gives the same
+    returns (ours: reset with the evaluation seed, then evaluate_agent)."""
+    from super_sac.evaluation import evaluate_agent
+    from super_sac.wrappers import make_gym_env
+
+    class Zero:  # a d3rlpy-like model and an agent-like object acting alike (zero torque)
+        training = False
+
+        def predict(self, obs):
+            assert obs.shape == (1, 3) and obs.dtype == np.float32
+            return np.zeros((1, 1), dtype=np.float32)
+
+        def forward(self, obs):
+            return np.zeros(1, dtype=np.float32)
+
+        def eval(self):
+            pass
+
+        def train(self, mode=True):
+            pass
+
+    ours_env, peer_env = make_gym_env(ENV), make_gym_env(ENV)
+    ours_env.reset(seed=5)
+    peer_env.reset(seed=5)
+    ours = evaluate_agent(Zero(), ours_env, 3)
+    theirs = evaluate_agent(trial.GreedyPolicy(Zero()), peer_env, 3)
+    assert theirs == pytest.approx(ours)
+    assert theirs["return_min"] != theirs["return_max"]
+
+
+def test_evaluations_are_seeded_per_evaluation_like_ours(trial, dataset, tmp_path, monkeypatch):
+    from super_sac.collector import episode_seed
+    from super_sac.datasets import load_transitions
+    from super_sac.reporting import EVAL_ENV_INDEX
+    from super_sac.wrappers import make_gym_env
+
+    seeds = []
+    real_make = trial.make_gym_env
+
+    def spy_make(env_id):
+        env = real_make(env_id)
+        reset = env.reset
+
+        def spy_reset(seed=None, options=None):
+            if seed is not None:
+                seeds.append(seed)
+            return reset(seed=seed, options=options)
+
+        env.reset = spy_reset
+        return env
+
+    monkeypatch.setattr(trial, "make_gym_env", spy_make)
+    settings = trial.d3rlpy_settings(
+        algo="bc", gradient_steps=5, eval_interval=2, eval_episodes=1, batch_size=16
+    )
+    data, _ = load_transitions(dataset, make_gym_env(ENV))
+    summary = trial.train(settings, ENV, 7, data, tmp_path)
+    assert seeds == [episode_seed(7, EVAL_ENV_INDEX, k) for k in range(3)]
+    assert [h["phase_step"] for h in summary["eval_history"]] == [2, 4, 5]
+
+
+def test_bad_settings_and_online_steps_are_refused_with_the_reason(trial, dataset, tmp_path):
+    with pytest.raises(ValueError, match="d3rlpy.algo = 'cql': expected one of bc, iql"):
+        trial.d3rlpy_settings(algo="cql")
+    with pytest.raises(ValueError, match="critic_temperature = 'hot'"):
+        trial.d3rlpy_settings(algo="awac", critic_temperature="hot")
+    base = [sys.executable, str(BENCHMARKS / "d3rlpy_trial.py")]
+    args = ["--config", str(PEERS / "d3rlpy_bc.gin"), "--env", ENV, "--run_dir", str(tmp_path)]
+    proc = subprocess.run(
+        [*base, *args, "--dataset", str(dataset), "--steps", "100"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode != 0 and "train offline only" in proc.stderr
+    proc = subprocess.run([*base, *args], capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "--dataset is required" in proc.stderr
+    proc = subprocess.run(
+        [*base, "--resume", str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode != 0 and "keep no checkpoints" in proc.stderr
