@@ -80,6 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="local: start the trials config by config (default) or seed by seed (every config "
         "at seed 0 first: a sweep stopped early has the same seeds of every config)",
     )
+    run.add_argument(
+        "--max_trials",
+        type=int,
+        default=None,
+        help="local: start at most this many unfinished trials, then stop (a time-boxed job "
+        "runs the sweep in slices; run again for the next)",
+    )
     run.add_argument("--max_failures", type=int, default=0, help="retries of a failed trial")
     run.add_argument("--no_report", action="store_true", help="skip the report at the end")
     report = sub.add_parser(
@@ -126,9 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         sweep_dir = Path(args.root) / args.name
         script = args.script or ROOT / "experiments" / "gym" / "train_gym.py"
         if args.backend == "ray":
-            if args.order != "config":
+            if args.order != "config" or args.max_trials is not None:
                 raise ValueError(
-                    "--order seed applies to the local backend; Tune schedules ray trials itself"
+                    "--order seed and --max_trials apply to the local backend; Tune schedules "
+                    "ray trials itself"
                 )
             from super_sac.sweep.ray_backend import run_ray
 
@@ -155,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                 devices=args.gpus.split(",") if args.gpus else None,
                 progress_interval=args.progress_interval,
                 order=args.order,
+                max_trials=args.max_trials,
             )
         failed = [r for r in results if r.status in ("failed", "stopped")]
         for r in failed:

@@ -765,6 +765,18 @@ def test_seed_order_starts_every_config_at_a_seed_before_the_next_seed(tmp_path)
     with pytest.raises(ValueError, match="order must be one of"):
         run_local(grid, tmp_path / "d", script=script, out=io.StringIO(), order="env")
 
+    # a time-boxed slice: two trials in seed order, then the next two, then the rest
+    for expected in (["sac/seed_0", "td3/seed_0"], ["sac/seed_1", "td3/seed_1"]):
+        results = run_local(
+            grid, tmp_path / "e", script=script, out=io.StringIO(), order="seed", max_trials=2
+        )
+        assert (tmp_path / "e" / "started.txt").read_text().split()[-2:] == expected
+    assert [r.status for r in results] == ["skipped", "finished", "skipped", "finished"]
+    results = run_local(grid, tmp_path / "e", script=script, out=io.StringIO(), max_trials=9)
+    assert [r.status for r in results].count("finished") == 2 and len(results) == 6
+    with pytest.raises(ValueError, match="max_trials must be at least 1"):
+        run_local(grid, tmp_path / "e", script=script, out=io.StringIO(), max_trials=0)
+
 
 def test_seed_order_with_the_ray_backend_is_refused_with_the_reason(tmp_path):
     cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
@@ -772,5 +784,5 @@ def test_seed_order_with_the_ray_backend_is_refused_with_the_reason(tmp_path):
     cmd += ["--envs", "Pendulum-v1", "--backend", "ray", "--order", "seed"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1
-    assert "--order seed applies to the local backend" in proc.stderr
+    assert "--order seed and --max_trials apply to the local backend" in proc.stderr
     assert not (tmp_path / "r").exists()  # refused before anything was written

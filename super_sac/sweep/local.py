@@ -309,6 +309,7 @@ def run_local(
     devices: list[str] | None = None,
     progress_interval: float = 60,
     order: str = "config",
+    max_trials: int | None = None,
 ) -> list[TrialResult]:
     """Run every unfinished trial of ``grid`` under ``sweep_dir``, ``workers`` at a time.
 
@@ -324,10 +325,14 @@ def run_local(
         then the next config); ``"seed"`` starts every config and env at the first seed before
         any at the second, so a sweep stopped early holds the same seeds of every config (the
         grid and the manifest are the same either way).
-    :return: one result per trial, in grid order.
+    :param max_trials: start at most this many unfinished trials (in ``order``), then stop:
+        a time-boxed job runs the sweep in slices (``None``: all).
+    :return: one result per trial started or skipped, in grid order.
     """
     if order not in TRIAL_ORDERS:
         raise ValueError(f"order must be one of {TRIAL_ORDERS}, got {order!r}")
+    if max_trials is not None and max_trials < 1:
+        raise ValueError(f"max_trials must be at least 1, got {max_trials}")
     with sweep_lock(sweep_dir):
         return _run_local(
             grid,
@@ -341,6 +346,7 @@ def run_local(
             devices,
             progress_interval,
             order,
+            max_trials,
         )
 
 
@@ -356,6 +362,7 @@ def _run_local(
     devices: list[str] | None,
     progress_interval: float,
     order: str,
+    max_trials: int | None,
 ) -> list[TrialResult]:
     write_manifest(sweep_dir, grid, script)
     trials = grid.trials(sweep_dir)
@@ -368,6 +375,7 @@ def _run_local(
             todo.append(i)
     if order == "seed":
         todo.sort(key=lambda i: (grid.seeds.index(trials[i].seed), i))
+    todo = todo[:max_trials]
     workers = max(1, workers)
     progress = Progress(
         len(trials), len(trials) - len(todo), out, grid.steps, interval=progress_interval
