@@ -165,7 +165,69 @@ def test_bad_settings_and_online_steps_are_refused_with_the_reason(trial, datase
     assert proc.returncode != 0 and "train offline only" in proc.stderr
     proc = subprocess.run([*base, *args], capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "--dataset is required" in proc.stderr
-    proc = subprocess.run(
-        [*base, "--resume", str(tmp_path)], capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode != 0 and "keep no checkpoints" in proc.stderr
+
+
+def _argv(config, run_dir, dataset, *bindings):
+    argv = ["--config", str(config), "--env", ENV, "--seed", "3", "--run_dir", str(run_dir)]
+    argv += ["--dataset", str(dataset)]
+    for b in [*SMALL, "d3rlpy.batch_size = 16", *bindings]:
+        argv += ["--gin_bindings", b]
+    return argv
+
+
+def test_an_interrupted_trial_resumes_from_its_last_evaluation(
+    trial, dataset, tmp_path, monkeypatch
+):
+    from super_sac.sweep.grid import FINISHED, INTERRUPTED, trial_state
+
+    real, calls = trial.save_checkpoint, []
+
+    def killed_after_the_first_checkpoint(*args, **kwargs):
+        out = real(*args, **kwargs)
+        calls.append(out)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return out
+
+    monkeypatch.setattr(trial, "save_checkpoint", killed_after_the_first_checkpoint)
+    with pytest.raises(KeyboardInterrupt):
+        trial.main(_argv(PEERS / "d3rlpy_td3bc.gin", tmp_path, dataset))
+    assert trial_state(tmp_path) == INTERRUPTED
+    first = (tmp_path / "evaluations.csv").read_text().splitlines()
+    assert len(first) == 2  # the header and the evaluation at 2 gradient steps
+    # the sweep's resume: the folder, the grid's bindings and --steps 0, nothing else
+    argv = ["--resume", str(tmp_path), "--steps", "0"]
+    for b in [*SMALL, "d3rlpy.batch_size = 16"]:
+        argv += ["--gin_bindings", b]
+    summary = trial.main(argv)
+    assert trial_state(tmp_path) == FINISHED
+    assert [h["phase_step"] for h in summary["eval_history"]] == [2, 4]
+    lines = (tmp_path / "evaluations.csv").read_text().splitlines()
+    assert lines[:2] == first and len(lines) == 3  # the first row kept, not duplicated
+    ckpts = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert ckpts == ["ckpt_4"]  # older checkpoints deleted
+
+
+def test_a_checkpoint_restores_the_weights_and_optimizer_state(trial, dataset, tmp_path):
+    import torch
+
+    from super_sac.datasets import load_transitions
+    from super_sac.wrappers import make_gym_env
+
+    settings = trial.d3rlpy_settings(algo="iql", gradient_steps=4, batch_size=16)
+    data, _ = load_transitions(dataset, make_gym_env(ENV))
+    mdp = trial.to_mdp_dataset(data)
+    model = trial.build_model(settings, mdp, seed=0)
+    model.fit(mdp, n_steps=3, n_steps_per_epoch=3, show_progress=False, save_interval=10**9)
+    trial.save_checkpoint(tmp_path, model, 3, [{"phase_step": 3}])
+    other = trial.build_model(settings, mdp, seed=1)
+    obs = data.obs["obs"][:8].astype(np.float32)
+    assert not np.allclose(other.predict(obs), model.predict(obs))
+    assert trial.load_checkpoint(tmp_path, other) == (3, [{"phase_step": 3}])
+    np.testing.assert_allclose(other.predict(obs), model.predict(obs))
+    a = model.impl.modules.actor_optim.state_dict()
+    b = other.impl.modules.actor_optim.state_dict()
+    assert a["lr_scheduler"] == b["lr_scheduler"]  # IQL's cosine schedule resumes where it was
+    state_a, state_b = a["optim"]["state"], b["optim"]["state"]
+    assert all(torch.equal(state_a[k]["exp_avg"], state_b[k]["exp_avg"]) for k in state_a)
+    assert trial.load_checkpoint(tmp_path / "none", other) == (0, [])

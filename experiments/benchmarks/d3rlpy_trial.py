@@ -21,14 +21,18 @@ played by our own ``evaluate_agent`` on an env made like ours (``make_gym_env``)
 with ``episode_seed(seed, EVAL_ENV_INDEX, k)`` for the k-th evaluation, so both libraries are
 scored on the same start states.
 
-d3rlpy models are not checkpointed here: an interrupted trial starts again from scratch on the
-next run of the sweep.
+After every evaluation the trial writes a checkpoint (``checkpoints/ckpt_<gradient steps>``:
+d3rlpy's ``save_model`` file, which holds the networks, their targets and the optimizer and
+learning-rate schedule states, and the evaluations so far), so the sweep resumes an interrupted
+trial with ``--resume <folder>``: the run continues from its last evaluation with the same
+weights and optimizer states (its later minibatches differ from an uninterrupted run's).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +46,7 @@ from offline_d3rlpy import (  # the reproduction settings and d3rlpy helpers, be
     to_mdp_dataset,
 )
 
+from super_sac.checkpoint import checkpoint_root, list_checkpoints, remove_incomplete
 from super_sac.collector import episode_seed
 from super_sac.datasets import load_transitions
 from super_sac.evaluation import evaluate_agent
@@ -120,7 +125,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=0, help="online env steps: must be 0")
     p.add_argument("--gin_bindings", action="append", default=[], help="repeatable")
     p.add_argument("--threads", type=int, default=1, help="torch threads")
-    p.add_argument("--resume", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--resume", default=None, help="continue the trial in this folder")
     return p.parse_args(argv)
 
 
@@ -158,19 +163,58 @@ def build_model(settings: dict[str, Any], dataset, seed: int):
     return model
 
 
-def train(settings: dict[str, Any], env_id: str, seed: int, data, run_dir: Path) -> dict:
-    """``gradient_steps`` of d3rlpy's ``fit`` in chunks of ``eval_interval``, an evaluation
-    after each, and the trial's files. :return: the summary."""
+MODEL_FILE = "model.d3"
+PROGRESS_FILE = "progress.json"
+
+
+def save_checkpoint(run_dir: Path, model, done: int, history: list[dict[str, Any]]) -> Path:
+    """Write ``checkpoints/ckpt_<done>`` atomically (a temporary folder renamed) and delete the
+    older ones."""
+    root = checkpoint_root(run_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp, final = root / f".tmp_ckpt_{done}", root / f"ckpt_{done}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    model.save_model(str(tmp / MODEL_FILE))
+    atomic_write_json(tmp / PROGRESS_FILE, {"gradient_steps": done, "eval_history": history})
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    for old in list_checkpoints(run_dir)[1:]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_checkpoint(run_dir: Path, model) -> tuple[int, list[dict[str, Any]]]:
+    """Load the newest checkpoint of ``run_dir`` into ``model`` (built, same settings).
+
+    :return: the gradient steps done and the evaluations so far (0 and [] without one).
+    """
+    remove_incomplete(run_dir)
+    found = list_checkpoints(run_dir)
+    if not found:
+        return 0, []
+    model.load_model(str(found[0] / MODEL_FILE))
+    progress = json.loads((found[0] / PROGRESS_FILE).read_text())
+    return int(progress["gradient_steps"]), list(progress["eval_history"])
+
+
+def train(
+    settings: dict[str, Any], env_id: str, seed: int, data, run_dir: Path, resume: bool = False
+) -> dict:
+    """``gradient_steps`` of d3rlpy's ``fit`` in chunks of ``eval_interval``, an evaluation and
+    a checkpoint after each, and the trial's files; with ``resume``, continue from the newest
+    checkpoint in ``run_dir``. :return: the summary."""
     import d3rlpy
 
     dataset = to_mdp_dataset(data)
     model = build_model(settings, dataset, seed)
+    done, history = load_checkpoint(run_dir, model) if resume else (0, [])
+    if resume:
+        d3rlpy.seed(seed + 7919 * done)  # fresh minibatch draws after the resume point
     test_env = make_gym_env(env_id)
     csv_path = run_dir / EVAL_CSV
-    atomic_write_text(csv_path, eval_csv_text([], header=True))
-    history: list[dict[str, Any]] = []
-    start = time.perf_counter()
-    done = 0
+    atomic_write_text(csv_path, eval_csv_text(history, header=True))
+    start = time.perf_counter() - (history[-1]["wall_seconds"] if history else 0.0)
     while done < settings["gradient_steps"]:
         chunk = min(settings["eval_interval"], settings["gradient_steps"] - done)
         model.fit(
@@ -190,6 +234,7 @@ def train(settings: dict[str, Any], env_id: str, seed: int, data, run_dir: Path)
         )
         history.append(result)
         append_eval_csv(csv_path, result)
+        save_checkpoint(run_dir, model, done, history)
     test_env.close()
     summary: dict[str, Any] = {
         "env_steps": 0,
@@ -209,14 +254,16 @@ def train(settings: dict[str, Any], env_id: str, seed: int, data, run_dir: Path)
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
-    if args.resume:
-        raise SystemExit(
-            f"error: d3rlpy trials keep no checkpoints, so {args.resume} cannot be resumed; "
-            "delete its checkpoints folder to run it again from scratch"
-        )
-    for name in ("config", "env", "run_dir", "dataset"):
-        if getattr(args, name) is None:
-            raise SystemExit(f"error: --{name} is required")
+    if args.resume:  # the sweep passes the folder; the run's own settings come from it
+        run_dir = Path(args.resume)
+        saved = json.loads((run_dir / "hparams.json").read_text())
+        for name in ("config", "env", "seed", "dataset"):
+            setattr(args, name, saved[name])
+    else:
+        for name in ("config", "env", "run_dir", "dataset"):
+            if getattr(args, name) is None:
+                raise SystemExit(f"error: --{name} is required")
+        run_dir = Path(args.run_dir)
     if args.steps:
         raise SystemExit(
             f"error: --steps {args.steps}: d3rlpy peers train offline only; run the sweep with "
@@ -235,21 +282,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"error: {args.dataset}: every episode has the same return, so IQL's reward scale "
             "1000 / (max - min return) is infinite. Fix: a dataset with more episodes"
         )
-    run_dir = Path(args.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(
-        run_dir / "hparams.json",
-        {
-            **settings,
-            "env": args.env,
-            "seed": args.seed,
-            "dataset": args.dataset,
-            "config": args.config,
-            "d3rlpy": d3rlpy.__version__,
-            "torch": torch.__version__,
-        },
-    )
-    summary = train(settings, args.env, args.seed, data, run_dir)
+    if not args.resume:
+        atomic_write_json(
+            run_dir / "hparams.json",
+            {
+                **settings,
+                "env": args.env,
+                "seed": args.seed,
+                "dataset": args.dataset,
+                "config": args.config,
+                "d3rlpy": d3rlpy.__version__,
+                "torch": torch.__version__,
+            },
+        )
+    summary = train(settings, args.env, args.seed, data, run_dir, resume=bool(args.resume))
     atomic_write_json(run_dir / SUMMARY, summary)
     print(json.dumps({k: summary[k] for k in ("gradient_steps", "final_eval_return")}))
     return summary
