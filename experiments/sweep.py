@@ -165,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
                 order=args.order,
                 max_trials=args.max_trials,
             )
+        left = len(grid.trials(sweep_dir)) - len(results)
+        if left:
+            print(f"{left} trial(s) not started (--max_trials): run the same command to go on")
         failed = [r for r in results if r.status in ("failed", "stopped")]
         for r in failed:
             print(f"{r.status.upper()} {r.trial.key}: {r.error}", file=sys.stderr)

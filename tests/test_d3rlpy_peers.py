@@ -70,7 +70,7 @@ def test_d3rlpy_sweep_runs_through_the_runner_and_reports_offline_curves(dataset
         assert hparams["batch_size"] == 32 and hparams["dataset"] == str(dataset)
     awac_dir = tmp_path / "s" / "d3rlpy_awac" / ENV / "seed_0"
     awac = json.loads((awac_dir / "summary.json").read_text())
-    assert awac["critic"]["temperature"] == pytest.approx(np.exp(-30.0))  # neutralised
+    assert awac["critic"]["temperature"] == pytest.approx(np.exp(-30.0), rel=1e-6, abs=0)
     assert awac["critic"]["entropy_term"] < 1e-10
     report = build_report(tmp_path / "s")
     assert {r["config"] for r in report["rows"]} == {"d3rlpy_bc", "d3rlpy_awac"}
@@ -175,59 +175,97 @@ def _argv(config, run_dir, dataset, *bindings):
     return argv
 
 
-def test_an_interrupted_trial_resumes_from_its_last_evaluation(
+def test_an_interrupted_trial_resumes_from_its_last_checkpoint(
     trial, dataset, tmp_path, monkeypatch
 ):
     from super_sac.sweep.grid import FINISHED, INTERRUPTED, trial_state
 
     real, calls = trial.save_checkpoint, []
 
-    def killed_after_the_first_checkpoint(*args, **kwargs):
-        out = real(*args, **kwargs)
-        calls.append(out)
-        if len(calls) == 1:
+    def killed_before_the_second_checkpoint(*args, **kwargs):
+        calls.append(args[2])
+        if len(calls) == 2:  # after the second evaluation's csv row, before its checkpoint
             raise KeyboardInterrupt
-        return out
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(trial, "save_checkpoint", killed_after_the_first_checkpoint)
-    with pytest.raises(KeyboardInterrupt):
-        trial.main(_argv(PEERS / "d3rlpy_td3bc.gin", tmp_path, dataset))
-    assert trial_state(tmp_path) == INTERRUPTED
-    first = (tmp_path / "evaluations.csv").read_text().splitlines()
-    assert len(first) == 2  # the header and the evaluation at 2 gradient steps
-    # the sweep's resume: the folder, the grid's bindings and --steps 0, nothing else
-    argv = ["--resume", str(tmp_path), "--steps", "0"]
-    for b in [*SMALL, "d3rlpy.batch_size = 16"]:
+    monkeypatch.setattr(trial, "save_checkpoint", killed_before_the_second_checkpoint)
+    bindings = [*SMALL, "d3rlpy.gradient_steps = 6", "d3rlpy.batch_size = 16"]
+    argv = ["--config", str(PEERS / "d3rlpy_td3bc.gin"), "--env", ENV, "--seed", "3"]
+    argv += ["--run_dir", str(tmp_path), "--dataset", str(dataset)]
+    for b in bindings:
         argv += ["--gin_bindings", b]
-    summary = trial.main(argv)
+    with pytest.raises(KeyboardInterrupt):
+        trial.main(argv)
+    assert trial_state(tmp_path) == INTERRUPTED
+    before = (tmp_path / "evaluations.csv").read_text().splitlines()
+    assert len(before) == 3  # header, rows at 2 and 4; only the one at 2 is checkpointed
+    monkeypatch.undo()
+
+    # the sweep's resume: the folder, the grid's bindings and --steps 0, nothing else
+    resume = ["--resume", str(tmp_path), "--steps", "0"]
+    for b in bindings:
+        resume += ["--gin_bindings", b]
+    summary = trial.main(resume)
     assert trial_state(tmp_path) == FINISHED
-    assert [h["phase_step"] for h in summary["eval_history"]] == [2, 4]
+    assert [h["phase_step"] for h in summary["eval_history"]] == [2, 4, 6]
     lines = (tmp_path / "evaluations.csv").read_text().splitlines()
-    assert lines[:2] == first and len(lines) == 3  # the first row kept, not duplicated
+    assert lines[:2] == before[:2] and len(lines) == 4  # the unsaved row at 4 redone once
+    assert [line.split(",")[2] for line in lines[1:]] == ["2", "4", "6"]
     ckpts = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
-    assert ckpts == ["ckpt_4"]  # older checkpoints deleted
+    assert ckpts == ["ckpt_4", "ckpt_6"]  # the two newest kept
+
+    # resuming with other settings is refused, naming them
+    (tmp_path / "summary.json").unlink()
+    with pytest.raises(SystemExit, match="eval_episodes was 1, now 2"):
+        trial.main([*resume, "--gin_bindings", "d3rlpy.eval_episodes = 2"])
 
 
-def test_a_checkpoint_restores_the_weights_and_optimizer_state(trial, dataset, tmp_path):
+def test_a_checkpoint_restores_weights_optimizer_step_counter_and_scalers(trial, dataset, tmp_path):
     import torch
 
     from super_sac.datasets import load_transitions
     from super_sac.wrappers import make_gym_env
 
-    settings = trial.d3rlpy_settings(algo="iql", gradient_steps=4, batch_size=16)
+    settings = trial.d3rlpy_settings(algo="td3bc", gradient_steps=8, batch_size=16)
     data, _ = load_transitions(dataset, make_gym_env(ENV))
     mdp = trial.to_mdp_dataset(data)
     model = trial.build_model(settings, mdp, seed=0)
-    model.fit(mdp, n_steps=3, n_steps_per_epoch=3, show_progress=False, save_interval=10**9)
+    import d3rlpy
+
+    noop = d3rlpy.logging.NoopAdapterFactory()
+    model.fit(mdp, n_steps=3, n_steps_per_epoch=3, show_progress=False, logger_adapter=noop)
     trial.save_checkpoint(tmp_path, model, 3, [{"phase_step": 3}])
     other = trial.build_model(settings, mdp, seed=1)
     obs = data.obs["obs"][:8].astype(np.float32)
     assert not np.allclose(other.predict(obs), model.predict(obs))
+    assert other.grad_step == 0
     assert trial.load_checkpoint(tmp_path, other) == (3, [{"phase_step": 3}])
+    assert other.grad_step == 3  # TD3+BC's actor delay counts from here
     np.testing.assert_allclose(other.predict(obs), model.predict(obs))
-    a = model.impl.modules.actor_optim.state_dict()
-    b = other.impl.modules.actor_optim.state_dict()
-    assert a["lr_scheduler"] == b["lr_scheduler"]  # IQL's cosine schedule resumes where it was
-    state_a, state_b = a["optim"]["state"], b["optim"]["state"]
-    assert all(torch.equal(state_a[k]["exp_avg"], state_b[k]["exp_avg"]) for k in state_a)
+    # the observation scaler is fitted at build time, before any fit, as d3rlpy's fit would
+    plain = trial.d3rlpy_config("d3rlpy_td3bc", 8, 16).create(device="cpu:0")
+    plain.fit(mdp, n_steps=1, n_steps_per_epoch=1, show_progress=False, logger_adapter=noop)
+    assert other.observation_scaler.built
+    np.testing.assert_array_equal(other.observation_scaler.mean, plain.observation_scaler.mean)
+    np.testing.assert_array_equal(other.observation_scaler.std, plain.observation_scaler.std)
+    a = model.impl.modules.actor_optim.state_dict()["optim"]["state"]
+    b = other.impl.modules.actor_optim.state_dict()["optim"]["state"]
+    assert a and all(torch.equal(a[k]["exp_avg"], b[k]["exp_avg"]) for k in a)
     assert trial.load_checkpoint(tmp_path / "none", other) == (0, [])
+
+
+def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(trial, dataset, tmp_path):
+    from super_sac.datasets import load_transitions
+    from super_sac.wrappers import make_gym_env
+
+    settings = trial.d3rlpy_settings(algo="bc", gradient_steps=8, batch_size=16)
+    data, _ = load_transitions(dataset, make_gym_env(ENV))
+    mdp = trial.to_mdp_dataset(data)
+    model = trial.build_model(settings, mdp, seed=0)
+    trial.save_checkpoint(tmp_path, model, 2, [{"phase_step": 2}])
+    trial.save_checkpoint(tmp_path, model, 4, [{"phase_step": 2}, {"phase_step": 4}])
+    (tmp_path / "checkpoints" / "ckpt_4" / trial.MODEL_FILE).write_bytes(b"truncated")
+    assert trial.load_checkpoint(tmp_path, model) == (2, [{"phase_step": 2}])
+    (tmp_path / "checkpoints" / "ckpt_2" / trial.MODEL_FILE).write_bytes(b"")
+    with pytest.raises(RuntimeError, match="no readable checkpoint .* Fix: delete"):
+        trial.load_checkpoint(tmp_path, model)

@@ -766,11 +766,15 @@ def test_seed_order_starts_every_config_at_a_seed_before_the_next_seed(tmp_path)
         run_local(grid, tmp_path / "d", script=script, out=io.StringIO(), order="env")
 
     # a time-boxed slice: two trials in seed order, then the next two, then the rest
-    for expected in (["sac/seed_0", "td3/seed_0"], ["sac/seed_1", "td3/seed_1"]):
+    for k, expected in enumerate((["sac/seed_0", "td3/seed_0"], ["sac/seed_1", "td3/seed_1"])):
+        out = io.StringIO()
         results = run_local(
-            grid, tmp_path / "e", script=script, out=io.StringIO(), order="seed", max_trials=2
+            grid, tmp_path / "e", script=script, out=out, order="seed", max_trials=2
         )
-        assert (tmp_path / "e" / "started.txt").read_text().split()[-2:] == expected
+        started = (tmp_path / "e" / "started.txt").read_text().split()
+        assert started[-2:] == expected and len(started) == 2 * (k + 1)
+        # the status counts the grid: the trials left for later are not "done"
+        assert f"{2 * (k + 1)}/6 done" in out.getvalue() and "6/6 done" not in out.getvalue()
     assert [r.status for r in results] == ["skipped", "finished", "skipped", "finished"]
     results = run_local(grid, tmp_path / "e", script=script, out=io.StringIO(), max_trials=9)
     assert [r.status for r in results].count("finished") == 2 and len(results) == 6
@@ -781,8 +785,23 @@ def test_seed_order_starts_every_config_at_a_seed_before_the_next_seed(tmp_path)
 def test_seed_order_with_the_ray_backend_is_refused_with_the_reason(tmp_path):
     cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
     cmd += ["run", "--root", str(tmp_path), "--name", "r", "--configs", "sac.gin"]
-    cmd += ["--envs", "Pendulum-v1", "--backend", "ray", "--order", "seed"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 1
-    assert "--order seed and --max_trials apply to the local backend" in proc.stderr
-    assert not (tmp_path / "r").exists()  # refused before anything was written
+    cmd += ["--envs", "Pendulum-v1", "--backend", "ray"]
+    for option in (["--order", "seed"], ["--max_trials", "2"]):
+        proc = subprocess.run([*cmd, *option], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 1
+        assert "--order seed and --max_trials apply to the local backend" in proc.stderr
+        assert not (tmp_path / "r").exists()  # refused before anything was written
+
+
+def test_a_sliced_sweep_says_how_many_trials_are_left(tmp_path):
+    script = tmp_path / "order_train.py"
+    script.write_text(ORDER_SCRIPT)
+    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
+    cmd += ["run", "--root", str(tmp_path), "--name", "s", "--configs", "sac.gin", "td3.gin"]
+    cmd += ["--envs", "Pendulum-v1", "--seeds", "0-1", "--script", str(script), "--no_report"]
+    proc = subprocess.run([*cmd, "--max_trials", "3"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 trial(s) not started (--max_trials)" in proc.stdout
+    proc = subprocess.run([*cmd, "--max_trials", "3"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "not started" not in proc.stdout
+    assert len((tmp_path / "s" / "started.txt").read_text().split()) == 4

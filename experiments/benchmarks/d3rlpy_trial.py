@@ -23,15 +23,18 @@ scored on the same start states.
 
 After every evaluation the trial writes a checkpoint (``checkpoints/ckpt_<gradient steps>``:
 d3rlpy's ``save_model`` file, which holds the networks, their targets and the optimizer and
-learning-rate schedule states, and the evaluations so far), so the sweep resumes an interrupted
-trial with ``--resume <folder>``: the run continues from its last evaluation with the same
-weights and optimizer states (its later minibatches differ from an uninterrupted run's).
+learning-rate schedule states, and the evaluations so far; the two newest are kept), so the sweep
+resumes an interrupted trial with ``--resume <folder>``: the run continues from its last
+evaluation with the same weights, optimizer states and gradient-step counter (TD3+BC's actor
+delay counts it); the data scalers (IQL's reward scale, TD3+BC's observation statistics) are
+refitted from the same dataset, and the later minibatches differ from an uninterrupted run's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -152,12 +155,16 @@ def build_model(settings: dict[str, Any], dataset, seed: int):
     """The d3rlpy model of ``settings``, built on ``dataset`` (CPU, seeded); AWAC's critic
     temperature neutralised unless ``critic_temperature == "stock"``."""
     import d3rlpy
+    from d3rlpy.algos.utility import build_scalers_with_transition_picker
 
     d3rlpy.seed(seed)
     model = d3rlpy_config(
         f"d3rlpy_{settings['algo']}", settings["gradient_steps"], settings["batch_size"]
     ).create(device="cpu:0")
     model.build_with_dataset(dataset)
+    # fit the data scalers now (d3rlpy fits them on the first ``fit``), so a model restored
+    # from a checkpoint acts on scaled observations before it trains again
+    build_scalers_with_transition_picker(model, dataset)
     if settings["algo"] == "awac" and settings["critic_temperature"] == "neutral":
         neutralise_critic_temperature(model)
     return model
@@ -167,9 +174,12 @@ MODEL_FILE = "model.d3"
 PROGRESS_FILE = "progress.json"
 
 
+KEEP_CHECKPOINTS = 2
+
+
 def save_checkpoint(run_dir: Path, model, done: int, history: list[dict[str, Any]]) -> Path:
-    """Write ``checkpoints/ckpt_<done>`` atomically (a temporary folder renamed) and delete the
-    older ones."""
+    """Write ``checkpoints/ckpt_<done>`` atomically (a temporary folder, its files synced, then
+    renamed) and delete all but the :data:`KEEP_CHECKPOINTS` newest."""
     root = checkpoint_root(run_dir)
     root.mkdir(parents=True, exist_ok=True)
     tmp, final = root / f".tmp_ckpt_{done}", root / f"ckpt_{done}"
@@ -177,25 +187,45 @@ def save_checkpoint(run_dir: Path, model, done: int, history: list[dict[str, Any
     tmp.mkdir()
     model.save_model(str(tmp / MODEL_FILE))
     atomic_write_json(tmp / PROGRESS_FILE, {"gradient_steps": done, "eval_history": history})
+    for path in (tmp / MODEL_FILE, tmp):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
-    for old in list_checkpoints(run_dir)[1:]:
+    for old in list_checkpoints(run_dir)[KEEP_CHECKPOINTS:]:
         shutil.rmtree(old, ignore_errors=True)
     return final
 
 
 def load_checkpoint(run_dir: Path, model) -> tuple[int, list[dict[str, Any]]]:
-    """Load the newest checkpoint of ``run_dir`` into ``model`` (built, same settings).
+    """Load the newest readable checkpoint of ``run_dir`` into ``model`` (built, same
+    settings) and set its gradient-step counter; a damaged newest one falls back to the one
+    before.
 
     :return: the gradient steps done and the evaluations so far (0 and [] without one).
+    :raises RuntimeError: when there are checkpoints and none can be read.
     """
     remove_incomplete(run_dir)
-    found = list_checkpoints(run_dir)
-    if not found:
-        return 0, []
-    model.load_model(str(found[0] / MODEL_FILE))
-    progress = json.loads((found[0] / PROGRESS_FILE).read_text())
-    return int(progress["gradient_steps"]), list(progress["eval_history"])
+    errors = []
+    for folder in list_checkpoints(run_dir):
+        try:
+            progress = json.loads((folder / PROGRESS_FILE).read_text())
+            model.load_model(str(folder / MODEL_FILE))
+        except Exception as err:  # noqa: BLE001 - torch.load fails in many ways on a damaged file
+            errors.append(f"{folder.name}: {type(err).__name__}: {err}")
+            continue
+        done = int(progress["gradient_steps"])
+        model.set_grad_step(done)
+        return done, list(progress["eval_history"])
+    if errors:
+        raise RuntimeError(
+            f"no readable checkpoint in {checkpoint_root(run_dir)} ({'; '.join(errors)}). "
+            "Fix: delete the checkpoints folder to run the trial again from scratch"
+        )
+    return 0, []
 
 
 def train(
@@ -274,6 +304,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     torch.set_num_threads(args.threads)
     settings = load_settings(args.config, args.gin_bindings)
+    if args.resume:
+        changed = {k: (saved.get(k), v) for k, v in settings.items() if saved.get(k) != v}
+        if changed:
+            raise SystemExit(
+                f"error: {run_dir} ran with other settings: "
+                + ", ".join(f"{k} was {a!r}, now {b!r}" for k, (a, b) in changed.items())
+                + ". Fix: resume with the run's own gin bindings, or start a new trial"
+            )
     env = make_gym_env(args.env)
     data, _ = load_transitions(args.dataset, env, args.datasets_path)
     env.close()

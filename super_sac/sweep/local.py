@@ -375,11 +375,10 @@ def _run_local(
             todo.append(i)
     if order == "seed":
         todo.sort(key=lambda i: (grid.seeds.index(trials[i].seed), i))
-    todo = todo[:max_trials]
+    finished = len(trials) - len(todo)
+    todo = todo[:max_trials]  # a slice: the trials after it stay for the next run
     workers = max(1, workers)
-    progress = Progress(
-        len(trials), len(trials) - len(todo), out, grid.steps, interval=progress_interval
-    )
+    progress = Progress(len(trials), finished, out, grid.steps, interval=progress_interval)
     slots: queue.Queue[int] = queue.Queue()
     for slot in range(workers):
         slots.put(slot)
