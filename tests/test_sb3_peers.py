@@ -176,3 +176,8 @@ def test_speed_ratios_are_summarised_with_an_interval_over_rounds():
     }
     with pytest.raises(ValueError, match="at least one round"):
         bench_utils.ratio_interval([])
+    assert bench_utils.format_ratio_interval([2.0, 2.0]) == "2.00 [2.00, 2.00]"
+    low, high = out["ci_low"], out["ci_high"]
+    assert bench_utils.format_ratio_interval([1.5, 1.7, 1.6, 1.8]) == (
+        f"1.65 [{low:.2f}, {high:.2f}]"
+    )

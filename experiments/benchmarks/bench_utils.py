@@ -109,6 +109,12 @@ def ratio_interval(ratios: Sequence[float], seed: int = 0) -> dict[str, float]:
     return {"mean": mean, "ci_low": low, "ci_high": high, "min": min(values), "max": max(values)}
 
 
+def format_ratio_interval(ratios: Sequence[float]) -> str:
+    """``"mean [low, high]"`` of :func:`ratio_interval`, two decimals (a table cell)."""
+    out = ratio_interval(ratios)
+    return f"{out['mean']:.2f} [{out['ci_low']:.2f}, {out['ci_high']:.2f}]"
+
+
 def write_results(
     name: str, markdown: str, payload: dict[str, Any], results_dir: Path | None = None
 ) -> tuple[Path, Path]:

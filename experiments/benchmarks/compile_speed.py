@@ -163,6 +163,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         [["eager", f"{eager:.2f}", *[f"{t['eager']:.2f}" for t in rounds]],
          ["torch.compile", f"{comp:.2f}", *[f"{t['compiled']:.2f}" for t in rounds]]])
     table += (f"\n\nSpeed-up from compile (eager / compiled): **{eager / comp:.2f}**; "
+              "per-round ratios: mean [95% bootstrap interval over rounds] "
+              f"{bench_utils.format_ratio_interval([t['ratio'] for t in rounds])}; "
               f"compilation took {compiled.compile_seconds:.0f} s.")
     print("\n" + table, flush=True)
     header = (f"# torch.compile on the SAC update ({args.what})\n\n"
@@ -171,6 +173,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     payload = {"benchmark": "compile_speed", "versions": bench_utils.versions(),
                "settings": vars(args), "eager_median_ms": eager, "compiled_median_ms": comp,
                "speedup": eager / comp, "compile_seconds": compiled.compile_seconds,
+               "round_ratio_interval": bench_utils.ratio_interval([t["ratio"] for t in rounds]),
                "rounds": rounds}
     md, js = bench_utils.write_results(args.name, header + table, payload)
     print(f"\nwrote {md} and {js}", flush=True)

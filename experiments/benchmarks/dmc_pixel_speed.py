@@ -489,15 +489,16 @@ def paired_table(paired: dict[str, Any]) -> str:
         ms = [w[side] for w in windows]
         row = [side, f"{median(ms):.0f}"]
         if side == "ours":
-            row.append("")
+            row += ["", ""]
         else:
             ratios = [w[side] / w["ours"] for w in windows]
             row.append(f"**{median(ratios):.2f}** (" + ", ".join(f"{x:.2f}" for x in ratios)
                        + ")")
+            row.append(bench_utils.format_ratio_interval(ratios))
         rows.append(row)
     return bench_utils.markdown_table(
         ["row", "ms / update (median of windows)",
-         "ours / row, updates/s: median (each window)"], rows)
+         "ours / row, updates/s: median (each window)", "mean [95% CI over windows]"], rows)
 
 
 # ------------------------------------------------------------------------------ report
@@ -516,16 +517,19 @@ def config_table(args: argparse.Namespace, config: dict[str, Any]) -> str:
                f"{median([x['updates_per_s'] for x in runs]):.2f}",
                f"{median([x['env_frames_per_s'] for x in runs]):.1f}"]
         if side == "ours" or "ours" not in args.side_list:
-            row += ["", ""]
+            row += ["", "", ""]
         else:
             for metric in ("updates_per_s", "env_frames_per_s"):
                 ratios = [r["ours"][metric] / r[side][metric] for r in rounds]
                 row.append(f"**{median(ratios):.2f}** ("
                            + ", ".join(f"{x:.2f}" for x in ratios) + ")")
+                if metric == "updates_per_s":
+                    row.append(bench_utils.format_ratio_interval(ratios))
         rows.append(row)
     return bench_utils.markdown_table(
         ["row", "ms / update", "updates/s", "env frames/s (training)",
-         "ours / row, updates/s: median (rounds)", "ours / row, env frames/s: median (rounds)"],
+         "ours / row, updates/s: median (rounds)", "updates/s: mean [95% CI over rounds]",
+         "ours / row, env frames/s: median (rounds)"],
         rows)
 
 

@@ -343,10 +343,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   f"{timing['loop']:.1f} ms, ratio {timing['ratio']:.2f}", flush=True)
         ours_med = statistics.median(t["ours"] for t in rounds)
         loop_med = statistics.median(t["loop"] for t in rounds)
+        ratios = [t["ratio"] for t in rounds]
         results[algo] = {"steps": steps, "rounds": rounds, "ours_median_ms": ours_med,
                          "loop_median_ms": loop_med, "ratio": loop_med / ours_med,
-                         "median_round_ratio": statistics.median(t["ratio"] for t in rounds)}
+                         "median_round_ratio": statistics.median(ratios),
+                         "round_ratio_interval": bench_utils.ratio_interval(ratios)}
         row = [algo, f"{ours_med:.1f}", f"{loop_med:.1f}", f"{loop_med / ours_med:.2f}",
+               bench_utils.format_ratio_interval(ratios),
                ", ".join(f"{t['ratio']:.2f}" for t in rounds)]
         if args.profile:
             share_steps = max(1, steps // 4)
@@ -356,7 +359,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             row += [f"{100 * shares['ours']:.0f}%", f"{100 * shares['loop']:.0f}%"]
         rows.append(row)
     headers = ["algorithm", "ours ms/env step", "looped ms/env step", "speed-up",
-               "per-round ratios"]
+               "per-round ratios: mean [95% CI]", "per-round ratios"]
     if args.profile:
         headers += ["ours: matmul share", "looped: matmul share"]
     table = bench_utils.markdown_table(headers, rows)
