@@ -336,7 +336,7 @@ def test_report_of_hand_made_curves(tmp_path):
     import json
 
     from super_sac.sweep.grid import Grid, write_manifest
-    from super_sac.sweep.report import build_report, write_report
+    from super_sac.sweep.report import build_report, markdown_table, write_report
 
     script = tmp_path / "fake_train.py"
     script.write_text(FAKE_SCRIPT.replace("seed == 1 and", "False and"))
@@ -373,6 +373,11 @@ def test_report_of_hand_made_curves(tmp_path):
     agg_sac, _ = report["normalised_aggregate"]
     assert agg_sac["envs"] == ["Pendulum-v1"]
     assert agg_sac["final"]["mean"]["value"] == pytest.approx(75 / 120)
+    # the mean of the last 3 evaluations (10, 20, 30 x (seed + 1)), normalised alike
+    assert agg_sac["last"]["mean"]["value"] == pytest.approx(50 / 120)
+    two = build_report(tmp_path / "s", references={"Pendulum-v1": (0.0, 120.0)}, last=2)
+    assert two["normalised_aggregate"][0]["last"]["mean"]["value"] == pytest.approx(62.5 / 120)
+    assert "| last-2 mean |" in markdown_table(two).split("Aggregate over envs")[1]
     cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
     cmd += ["report", str(tmp_path / "s"), "--no_plot"]
     cmd += ["--reference", "Pendulum-v1=0:120", "--reference", "MountainCarContinuous-v0=0:60"]

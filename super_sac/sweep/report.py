@@ -167,16 +167,19 @@ def parse_references(items: list[str]) -> dict[str, tuple[float, float]]:
 
 
 def _normalised_aggregate(
-    data: dict[str, Any], references: dict[str, tuple[float, float]], seed: int
+    data: dict[str, Any], references: dict[str, tuple[float, float]], seed: int, last: int = 3
 ) -> list[dict[str, Any]]:
     out = []
     for stem in data["configs"]:
-        strata: dict[str, dict[str, list[float]]] = {"final": {}, "auc": {}}
+        strata: dict[str, dict[str, list[float]]] = {"final": {}, "last": {}, "auc": {}}
         for env, (low, high) in references.items():
             runs = data["curves"].get((stem, env))
             if not runs:
                 continue
             strata["final"][env] = [(float(v[-1]) - low) / (high - low) for _, v in runs]
+            strata["last"][env] = [
+                (float(np.mean(v[-last:])) - low) / (high - low) for _, v in runs
+            ]
             strata["auc"][env] = [(area_under_curve(s, v) - low) / (high - low) for s, v in runs]
         if not strata["final"]:
             continue
@@ -250,7 +253,7 @@ def build_report(
         "last_evaluations": last,
         "threshold": threshold,
         "rows": rows,
-        "normalised_aggregate": _normalised_aggregate(data, references or {}, seed),
+        "normalised_aggregate": _normalised_aggregate(data, references or {}, seed, last),
         "references": {k: list(v) for k, v in (references or {}).items()},
         "unfinished_trials": data["missing"],
     }
@@ -303,14 +306,16 @@ def markdown_table(report: dict[str, Any]) -> str:
             "",
             "Aggregate over envs, normalised by the reference scores ((x - low) / (high - low)):",
             "",
-            "| config | envs | final mean | final IQM | AUC mean | AUC IQM |",
-            "|---|---|---|---|---|---|",
+            f"| config | envs | final mean | final IQM | last-{report.get('last_evaluations', 3)} "
+            "mean | AUC mean | AUC IQM |",
+            "|---|---|---|---|---|---|---|",
         ]
         for r in report["normalised_aggregate"]:
-            f, a = r["final"], r["auc"]
+            f, k, a = r["final"], r["last"], r["auc"]
             lines.append(
                 f"| {r['config']} | {', '.join(r['envs'])} | {cell(f['mean'], 3)} | "
-                f"{cell(f['iqm'], 3)} | {cell(a['mean'], 3)} | {cell(a['iqm'], 3)} |"
+                f"{cell(f['iqm'], 3)} | {cell(k['mean'], 3)} | {cell(a['mean'], 3)} | "
+                f"{cell(a['iqm'], 3)} |"
             )
     for warning in report.get("warnings", []):
         lines += ["", f"Warning: {warning}"]
