@@ -269,3 +269,17 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(trial, dataset
     (tmp_path / "checkpoints" / "ckpt_2" / trial.MODEL_FILE).write_bytes(b"")
     with pytest.raises(RuntimeError, match="no readable checkpoint .* Fix: delete"):
         trial.load_checkpoint(tmp_path, model)
+
+
+@pytest.mark.parametrize("peer", sorted(PEERS.glob("d3rlpy_*.gin")), ids=lambda p: p.stem)
+def test_every_d3rlpy_peer_file_parses(trial, peer):
+    import gin
+
+    settings = trial.load_settings(peer, ["d3rlpy.eval_episodes = 3"])
+    gin.clear_config()
+    assert settings["algo"] in trial.ALGOS and settings["source"]
+    assert settings["eval_episodes"] == 3 and settings["gradient_steps"] == 100_000
+    assert settings["algo"] == peer.stem.split("_")[1]  # d3rlpy_<algo>[_variant].gin
+    if settings["algo"] == "awac":
+        expected = "stock" if peer.stem.endswith("_stock") else "neutral"
+        assert settings["critic_temperature"] == expected
