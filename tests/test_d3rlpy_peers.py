@@ -230,10 +230,7 @@ def test_a_checkpoint_restores_weights_optimizer_step_counter_and_scalers(trial,
     data, _ = load_transitions(dataset, make_gym_env(ENV))
     mdp = trial.to_mdp_dataset(data)
     model = trial.build_model(settings, mdp, seed=0)
-    import d3rlpy
-
-    noop = d3rlpy.logging.NoopAdapterFactory()
-    model.fit(mdp, n_steps=3, n_steps_per_epoch=3, show_progress=False, logger_adapter=noop)
+    trial.fit_steps(model, mdp, 3)
     trial.save_checkpoint(tmp_path, model, 3, [{"phase_step": 3}])
     other = trial.build_model(settings, mdp, seed=1)
     obs = data.obs["obs"][:8].astype(np.float32)
@@ -244,7 +241,7 @@ def test_a_checkpoint_restores_weights_optimizer_step_counter_and_scalers(trial,
     np.testing.assert_allclose(other.predict(obs), model.predict(obs))
     # the observation scaler is fitted at build time, before any fit, as d3rlpy's fit would
     plain = trial.d3rlpy_config("d3rlpy_td3bc", 8, 16).create(device="cpu:0")
-    plain.fit(mdp, n_steps=1, n_steps_per_epoch=1, show_progress=False, logger_adapter=noop)
+    trial.fit_steps(plain, mdp, 1)
     assert other.observation_scaler.built
     np.testing.assert_array_equal(other.observation_scaler.mean, plain.observation_scaler.mean)
     np.testing.assert_array_equal(other.observation_scaler.std, plain.observation_scaler.std)

@@ -43,8 +43,9 @@ from typing import Any
 import gin
 import numpy as np
 from offline_d3rlpy import (  # the reproduction settings and d3rlpy helpers, beside this file
-    critic_entropy_term,
+    critic_entropy_on_dataset,
     d3rlpy_config,
+    fit_steps,
     neutralise_critic_temperature,
     to_mdp_dataset,
 )
@@ -247,15 +248,7 @@ def train(
     start = time.perf_counter() - (history[-1]["wall_seconds"] if history else 0.0)
     while done < settings["gradient_steps"]:
         chunk = min(settings["eval_interval"], settings["gradient_steps"] - done)
-        model.fit(
-            dataset,
-            n_steps=chunk,
-            n_steps_per_epoch=chunk,
-            show_progress=False,
-            with_timestamp=False,
-            save_interval=10**9,
-            logger_adapter=d3rlpy.logging.NoopAdapterFactory(),
-        )
+        fit_steps(model, dataset, chunk)
         done += chunk
         test_env.reset(seed=episode_seed(seed, EVAL_ENV_INDEX, len(history)))
         result = evaluate_agent(GreedyPolicy(model), test_env, settings["eval_episodes"])
@@ -276,9 +269,7 @@ def train(
         "run_dir": str(run_dir),
     }
     if settings["algo"] == "awac":
-        (key,) = data.next_obs
-        rows = np.random.default_rng(seed).choice(len(data), min(1024, len(data)), replace=False)
-        summary["critic"] = critic_entropy_term(model, data.next_obs[key][rows])
+        summary["critic"] = critic_entropy_on_dataset(model, data, seed)
     return summary
 
 

@@ -317,6 +317,30 @@ def critic_entropy_term(model: Any, observations: np.ndarray) -> dict[str, float
         }
 
 
+def fit_steps(model: Any, dataset: Any, n_steps: int) -> None:
+    """``n_steps`` gradient steps of d3rlpy's ``fit`` as one epoch, without a progress bar,
+    log files or saved models."""
+    import d3rlpy
+
+    model.fit(
+        dataset,
+        n_steps=n_steps,
+        n_steps_per_epoch=n_steps,
+        show_progress=False,
+        with_timestamp=False,
+        save_interval=10**9,
+        logger_adapter=d3rlpy.logging.NoopAdapterFactory(),
+    )
+
+
+def critic_entropy_on_dataset(model: Any, data: Any, seed: int, n: int = 1024) -> dict[str, float]:
+    """:func:`critic_entropy_term` on ``n`` next-states of the dataset ``data`` (drawn with
+    ``seed``), the figure each AWAC run records at its end."""
+    (key,) = data.next_obs
+    rows = np.random.default_rng(seed).choice(len(data), min(n, len(data)), replace=False)
+    return critic_entropy_term(model, data.next_obs[key][rows])
+
+
 def evaluate_policy(predict: Any, env_id: str, episodes: int, seed: int) -> float:
     """Mean return of ``predict`` (observation batch -> actions in [-1, 1]) over ``episodes``."""
     env = make_gym_env(env_id)
@@ -363,22 +387,12 @@ def run_d3rlpy(args: argparse.Namespace, algo: str, quality: str, seed: int) -> 
     done = 0
     while done < args.steps:
         chunk = min(args.eval_interval, args.steps - done)
-        model.fit(
-            dataset,
-            n_steps=chunk,
-            n_steps_per_epoch=chunk,
-            show_progress=False,
-            with_timestamp=False,
-            save_interval=10**9,
-            logger_adapter=d3rlpy.logging.NoopAdapterFactory(),
-        )
+        fit_steps(model, dataset, chunk)
         done += chunk
         curve.append((done, evaluate_policy(model.predict, args.env, args.eval_episodes, seed)))
     out: dict[str, Any] = {"curve": curve}
     if algo.startswith("d3rlpy_awac"):
-        (key,) = data.next_obs
-        rows = np.random.default_rng(seed).choice(len(data), min(1024, len(data)), replace=False)
-        out["critic"] = critic_entropy_term(model, data.next_obs[key][rows])
+        out["critic"] = critic_entropy_on_dataset(model, data, seed)
     return out
 
 
