@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
+import logging
 import os
 import re
 import types
@@ -83,13 +84,17 @@ def parse_gin(
     """
     resolved = [str(_locate(Path(file), search_dirs)) for file in config_files]
     # Includes resolve through gin's search path: put each file's folder and the search dirs
-    # first for the duration of the parse (gin logs an error line for every prefix that misses).
+    # first for the duration of the parse. Gin logs "ERROR:root:Path not found" for every prefix
+    # that misses on the way to the one that holds the file: those lines are dropped (a file
+    # found nowhere still raises).
     folders = [str(Path(f).parent) for f in resolved] + [
         str(Path(d).resolve()) for d in search_dirs
     ]
     prefixes = gin.config._LOCATION_PREFIXES
     saved = list(prefixes)
     prefixes[:] = list(dict.fromkeys(folders + saved))
+    root = logging.getLogger()
+    root.addFilter(_drop_gin_search_misses)
     try:
         with gin.unlock_config():
             gin.parse_config_files_and_bindings(resolved, list(bindings), finalize_config=False)
@@ -97,6 +102,12 @@ def parse_gin(
         raise GinConfigError(explain_gin_error(err)) from err
     finally:
         prefixes[:] = saved
+        root.removeFilter(_drop_gin_search_misses)
+
+
+def _drop_gin_search_misses(record: logging.LogRecord) -> bool:
+    """False for gin's "Path not found" log line of an include search prefix that misses."""
+    return not str(record.msg).startswith("Path not found:")
 
 
 def _locate(path: Path, search_dirs: Sequence[str | os.PathLike]) -> Path:

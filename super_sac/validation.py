@@ -254,6 +254,7 @@ def validate_config(
             "2 of 10 for REDQ)",
         )
     _validate_ensemble(cfg, agent)
+    _validate_observation_statistics(cfg, agent)
     _validate_augmentation(cfg, agent)
     _validate_dr3(cfg, agent)
     _validate_markov(cfg, agent)
@@ -316,6 +317,20 @@ def validate_config(
     _validate_video(cfg, test_env)
     _validate_envs(cfg, agent, train_env, test_env)
     _validate_augmenter_probe(cfg, agent, train_env)
+
+
+def _validate_observation_statistics(cfg: TrainConfig, agent: Agent) -> None:
+    """A standardising encoder must have its dataset statistics before training starts (a
+    resumed run restores them from its checkpoint)."""
+    fitted = getattr(agent.encoder, "statistics_fitted", None)
+    if fitted is None or cfg.resume or bool(fitted):
+        return
+    raise ConfigError(
+        "FlatEncoder.standardize = True: the encoder's observation mean and std were never set, "
+        "so it would standardise with mean 0 and std 1 (no standardisation at all). Fix: learn "
+        "from a dataset (train_offline.py --dataset fits them), call "
+        "agent.encoder.fit_statistics(dataset_obs) before training, or remove the binding"
+    )
 
 
 def _validate_update_counts(cfg: TrainConfig) -> None:

@@ -4,6 +4,7 @@ training, and docs/settings.md is generated from it."""
 import ast
 import dataclasses
 import inspect
+import logging
 import subprocess
 import sys
 import typing
@@ -303,3 +304,18 @@ def test_weight_type_none_is_accepted_without_weighted_backups():
     assert summary["critic_updates"] == 1
     with pytest.raises(ConfigError, match="weight_type = None, weighted_bellman_temp = 20"):
         _small_run(ensemble, weight_type=None, weighted_bellman_temp=20)
+
+
+def test_nested_includes_parse_without_gins_search_miss_errors(caplog):
+    # offline/crr.gin includes awac.gin, which includes ../gym/awac.gin, which includes
+    # base.gin: gin tries experiments/offline/base.gin first and logs a miss we drop
+    with caplog.at_level("INFO"):
+        parse_gin(
+            [ROOT / "experiments" / "offline" / "crr.gin"],
+            search_dirs=[ROOT / "experiments" / "offline", ROOT / "experiments" / "gym"],
+        )
+    assert gin.query_parameter("super_sac.afbc_filter") == "binary"
+    assert gin.query_parameter("super_sac.gamma") == 0.99  # from gym/base.gin
+    assert not [r for r in caplog.records if "Path not found" in r.getMessage()]
+    # the filter is gone afterwards
+    assert not logging.getLogger().filters

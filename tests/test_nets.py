@@ -159,6 +159,35 @@ def test_flat_encoder_concatenates_sorted_keys():
     assert enc.embedding_dim == 5
 
 
+def test_flat_encoder_standardises_with_the_datasets_population_statistics():
+    enc = nets.FlatEncoder(3, standardize=True)
+    # keys concatenate in sorted order: "a" (width 1) then "b" (width 2)
+    obs = {"b": torch.tensor([[1.0, 5.0], [3.0, 5.0]]), "a": torch.tensor([[0.0], [4.0]])}
+    enc.fit_statistics({k: v.numpy() for k, v in obs.items()})
+    # by hand: mean (2, 2, 5); population std (2, 1, 0), plus eps 1e-3
+    assert torch.allclose(enc.obs_mean, torch.tensor([2.0, 2.0, 5.0]))
+    assert torch.allclose(enc.obs_std, torch.tensor([2.001, 1.001, 0.001]))
+    out = enc({"a": torch.tensor([[6.0]]), "b": torch.tensor([[0.0, 5.0]])})
+    assert torch.allclose(out, torch.tensor([[4.0 / 2.001, -2.0 / 1.001, 0.0]]))
+    assert bool(enc.statistics_fitted)
+    # the statistics travel with the state dict (checkpoints and agent.pt)
+    other = nets.FlatEncoder(3, standardize=True)
+    other.load_state_dict(enc.state_dict())
+    assert torch.equal(other.obs_std, enc.obs_std) and bool(other.statistics_fitted)
+    # without standardize the state dict stays empty (older checkpoints load unchanged)
+    assert nets.FlatEncoder(3).state_dict() == {}
+
+
+def test_flat_encoder_statistics_errors_name_the_fix():
+    with pytest.raises(ValueError, match="standardize=True"):
+        nets.FlatEncoder(3).fit_statistics({"obs": torch.zeros(4, 3)})
+    enc = nets.FlatEncoder(3, standardize=True)
+    with pytest.raises(ValueError, match=r"shape \(4, 2\).*width 3"):
+        enc.fit_statistics({"obs": torch.zeros(4, 2)})
+    with pytest.raises(ValueError, match="at least one row"):
+        enc.fit_statistics({"obs": torch.zeros(0, 3)})
+
+
 def test_encoder_is_abstract():
     class Incomplete(nets.Encoder):
         pass

@@ -266,6 +266,51 @@ def test_offline_script_trains_with_each_gin_file(dataset, config, steps, extra)
     assert (Path(summary["run_dir"]) / "agent.pt").exists()
 
 
+def test_offline_script_standardises_observations_with_the_dataset(dataset, tmp_path):
+    bindings = [
+        "Agent.hidden_size = 16",
+        "ReplayBuffer.size = 1000",
+        "super_sac.batch_size = 16",
+        "super_sac.eval_interval = 50",
+        "super_sac.eval_episodes = 1",
+        "super_sac.checkpoint_interval = 50",
+        "super_sac.verbosity = 0",
+        "super_sac.max_episode_steps = 20",
+        "FlatEncoder.standardize = True",
+    ]
+    argv = ["--config", "awac.gin", "--dataset", str(dataset), "--seed", "0", "--threads", "1",
+            "--logging", "none", "--offline_steps", "50", "--steps", "20"]  # fmt: skip
+    first = train_offline(argv + [x for b in bindings for x in ("--gin_bindings", b)])
+    obs = np.load(dataset)["obs/obs"]
+    saved = torch.load(Path(first["run_dir"]) / "agent.pt", weights_only=True)
+    saved = {k.split("encoder.")[-1]: v for k, v in _flat_state(saved).items() if "obs_" in k}
+    assert np.allclose(saved["obs_mean"].numpy(), obs.mean(0), atol=1e-5)
+    assert np.allclose(saved["obs_std"].numpy(), obs.std(0) + 1e-3, atol=1e-5)
+    # a resumed run restores the statistics from its checkpoint (no dataset refit, no error)
+    resumed = train_offline(["--resume", first["run_dir"], "--steps", "30"])
+    again = torch.load(Path(resumed["run_dir"]) / "agent.pt", weights_only=True)
+    again = {k.split("encoder.")[-1]: v for k, v in _flat_state(again).items() if "obs_" in k}
+    assert torch.equal(again["obs_std"], saved["obs_std"])
+
+
+def _flat_state(saved, prefix=""):
+    """Every tensor of a (possibly nested) saved dict, keyed by its dotted path."""
+    out = {}
+    for key, value in saved.items():
+        if isinstance(value, dict):
+            out.update(_flat_state(value, f"{prefix}{key}."))
+        elif isinstance(value, torch.Tensor):
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def test_a_standardising_encoder_without_statistics_is_refused(dataset):
+    agent, buffer, env, test_env = _parts(dataset)
+    agent.encoder = nets.FlatEncoder(3, standardize=True)
+    with pytest.raises(ConfigError, match="mean and std were never set.*fit_statistics"):
+        super_sac.super_sac(agent, buffer, env, test_env, **_settings(num_steps_offline=1))
+
+
 def test_offline_script_explains_a_missing_dataset(tmp_path):
     with pytest.raises(ds.DatasetError, match="no Minari dataset 'nope/none-v0'"):
         train_offline(

@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 
 import gin
 import gymnasium as gym
+import numpy as np
 import torch
 
 import super_sac
@@ -66,10 +67,12 @@ def _bound(name: str) -> bool:
 
 def dataset_loader(
     args: argparse.Namespace,
-) -> Callable[[super_sac.ReplayBuffer, gym.Env], None] | None:
+) -> Callable[[super_sac.ReplayBuffer, gym.Env, super_sac.Agent], None] | None:
     """Apply ``--offline_steps``/``--bc_steps`` to the bindings and return the function that
     loads ``--dataset`` into the replay buffer (protected from online overwrites unless
-    ``--no_protect``), or ``None`` without a dataset.
+    ``--no_protect``), or ``None`` without a dataset. When the agent's encoder standardises
+    observations (``FlatEncoder.standardize = True``), it also fits the encoder's statistics to
+    the dataset's observations.
 
     :param args: a command line with the options of :func:`add_dataset_args`; its
         ``gin_bindings`` list is extended in place.
@@ -80,7 +83,7 @@ def dataset_loader(
     if args.dataset is None:
         return None
 
-    def load(buffer: super_sac.ReplayBuffer, env: gym.Env) -> None:
+    def load(buffer: super_sac.ReplayBuffer, env: gym.Env, agent: super_sac.Agent) -> None:
         buffer.load_dataset(
             args.dataset,
             env,
@@ -89,6 +92,9 @@ def dataset_loader(
             protect=not args.no_protect,
         )
         print(f"loaded {len(buffer)} transitions from {args.dataset}", flush=True)
+        if getattr(agent.encoder, "standardize", False):
+            agent.encoder.fit_statistics(buffer.gather(np.arange(len(buffer))).obs)
+            print("observations standardised with the dataset's mean and std", flush=True)
 
     return load
 
@@ -184,7 +190,8 @@ def run(
     script: str,
     task_key: str,
     search_dirs: SearchDirs,
-    prepare_buffer: Callable[[super_sac.ReplayBuffer, gym.Env], None] | None = None,
+    prepare_buffer: Callable[[super_sac.ReplayBuffer, gym.Env, super_sac.Agent], None]
+    | None = None,
     extra_saved_args: tuple[str, ...] = (),
     loop_defaults: Callable[[argparse.Namespace], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
@@ -197,8 +204,9 @@ def run(
     :param task_key: the option naming the task ("env", "game"); part of the default run name
         and restored by ``--resume``.
     :param search_dirs: where bare ``--config`` names are looked up.
-    :param prepare_buffer: fills the replay buffer before training (the offline script loads
-        its dataset here); skipped when resuming (the checkpoint holds the buffer).
+    :param prepare_buffer: ``(buffer, test_env, agent)``: fills the replay buffer before
+        training (the offline script loads its dataset here, and fits a standardising encoder's
+        statistics); skipped when resuming (the checkpoint holds the buffer and the agent).
     :param extra_saved_args: further options a resumed run takes from its original command
         line (besides the task, ``parallel_envs``, ``seed``, ``max_episode_steps``, ``name``).
     :param loop_defaults: ``args -> {setting: value}``, called once the gin files are parsed:
@@ -226,7 +234,7 @@ def run(
     agent = build_agent(test_env, device)
     buffer = super_sac.ReplayBuffer(seed=args.seed, **frame_stack_default(test_env))
     if prepare_buffer is not None and not args.resume:
-        prepare_buffer(buffer, test_env)
+        prepare_buffer(buffer, test_env, agent)
     overrides: dict[str, Any] = {
         "name": args.name or f"{Path(args.config).stem}_{getattr(args, task_key)}",
         "seed": args.seed,

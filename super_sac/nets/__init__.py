@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from typing import Any
 
 import gin
 import torch
@@ -39,24 +40,72 @@ class FlatEncoder(Encoder):
     Keys are read in sorted order, so ``{"obs": ...}`` (what
     :class:`super_sac.wrappers.SimpleGymWrapper` produces) passes through unchanged.
 
+    With ``standardize=True`` the state is ``(x - mu) / sigma`` with fixed per-feature
+    statistics of a dataset, set by :meth:`fit_statistics` (the offline script does this from
+    ``--dataset``; Fujimoto & Gu, "A Minimalist Approach to Offline Reinforcement Learning",
+    arXiv:2106.06860, 2021, standardise states the same way). The statistics are buffers, so
+    they are saved and restored with the agent and applied to every observation it reads:
+    training batches, evaluation and online fine-tuning.
+
     :param dim: total flattened width of all keys.
     :param keys: the keys to read (default: every key, sorted).
+    :param standardize: subtract a dataset's mean and divide by its standard deviation.
     """
 
-    def __init__(self, dim: int, keys: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self, dim: int, keys: tuple[str, ...] | None = None, standardize: bool = False
+    ) -> None:
         super().__init__()
         self._dim = int(dim)
         self.keys = tuple(keys) if keys is not None else None
+        self.standardize = bool(standardize)
+        if self.standardize:
+            self.register_buffer("obs_mean", torch.zeros(self._dim))
+            self.register_buffer("obs_std", torch.ones(self._dim))
+            self.register_buffer("statistics_fitted", torch.tensor(False))
 
     @property
     def embedding_dim(self) -> int:
         return self._dim
 
-    def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+    def flatten(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The concatenated ``(B, dim)`` float state, before any standardisation."""
         keys = self.keys if self.keys is not None else sorted(obs_dict)
         if len(keys) == 1:
             return obs_dict[keys[0]].flatten(1).float()
         return torch.cat([obs_dict[k].flatten(1).float() for k in keys], dim=1)
+
+    def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
+        x = self.flatten(obs_dict)
+        if self.standardize:
+            x = (x - self.obs_mean) / self.obs_std
+        return x
+
+    @torch.no_grad()
+    def fit_statistics(self, obs_dict: dict[str, Any], eps: float = 1e-3) -> None:
+        """Set the standardisation to ``mu = mean(x)``, ``sigma = std(x) + eps`` over a dataset.
+
+        :param obs_dict: the dataset's observations (arrays or tensors with a leading
+            transition dimension), keyed like the env's observations.
+        :param eps: added to every standard deviation, so constant features stay finite
+            (1e-3, as TD3+BC and d3rlpy's ``StandardObservationScaler`` use).
+        :raises ValueError: when the encoder was built without ``standardize=True``, or the
+            observations are empty or do not have the encoder's width.
+        """
+        if not self.standardize:
+            raise ValueError(
+                "FlatEncoder.fit_statistics needs an encoder built with standardize=True. "
+                "Fix: FlatEncoder(dim, standardize=True) (gin: FlatEncoder.standardize = True)."
+            )
+        x = self.flatten({k: torch.as_tensor(v) for k, v in obs_dict.items()}).double()
+        if x.shape[0] == 0 or x.shape[1] != self._dim:
+            raise ValueError(
+                f"FlatEncoder.fit_statistics got observations of shape {tuple(x.shape)}; it needs "
+                f"at least one row of width {self._dim} (the encoder's dim)."
+            )
+        self.obs_mean.copy_(x.mean(dim=0))
+        self.obs_std.copy_(x.std(dim=0, correction=0) + eps)
+        self.statistics_fitted.fill_(True)
 
 
 # The original library called the pass-through encoder of state-based gym envs this.
