@@ -558,6 +558,41 @@ def test_manifest_refuses_a_config_file_whose_contents_changed(tmp_path):
     assert digests == {"sac.gin": expected, "no_such.gin": None}
 
 
+def test_manifest_refuses_a_changed_include_and_names_it(tmp_path):
+    import hashlib
+    import json
+
+    from super_sac.sweep.grid import Grid, GridMismatchError, included_files, write_manifest
+
+    (tmp_path / "base").mkdir()
+    base = tmp_path / "base" / "base.gin"
+    base.write_text("super_sac.gamma = 0.99\n")
+    mid = tmp_path / "mid.gin"
+    mid.write_text("include 'base/base.gin'  # the shared settings\nsuper_sac.n_step = 3\n")
+    top = tmp_path / "top.gin"
+    top.write_text('include "mid.gin"\n# include "not_read.gin"\nsuper_sac.batch_size = 64\n')
+    # transitive, in gin's reading order; a commented-out include is not one
+    assert included_files(top) == {"mid.gin": mid.resolve(), "base/base.gin": base.resolve()}
+    grid = Grid.make([str(top)], ["Pendulum-v1"], "0")
+    manifest = write_manifest(tmp_path / "s", grid)
+    assert manifest["include_sha256"] == {
+        str(top): {
+            "mid.gin": hashlib.sha256(mid.read_bytes()).hexdigest(),
+            "base/base.gin": hashlib.sha256(base.read_bytes()).hexdigest(),
+        }
+    }
+    write_manifest(tmp_path / "s", grid)  # unchanged: a rerun
+    base.write_text("super_sac.gamma = 0.9\n")  # top.gin itself is unchanged
+    with pytest.raises(GridMismatchError, match="top.gin: its include base/base.gin changed"):
+        write_manifest(tmp_path / "s", grid)
+    # a manifest from before includes were recorded checks only the top-level files
+    path = tmp_path / "s" / "manifest.json"
+    old = json.loads(path.read_text())
+    del old["include_sha256"]
+    path.write_text(json.dumps(old))
+    assert "include_sha256" not in write_manifest(tmp_path / "s", grid)
+
+
 def test_progress_counts_running_trials_by_their_newest_evaluation(tmp_path):
     import io
 

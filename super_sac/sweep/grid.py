@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import subprocess
 from collections.abc import Iterable, Sequence
 from importlib import metadata
@@ -255,12 +256,59 @@ def resolve_config(config: str, script: str | os.PathLike | None = None) -> Path
 
 def config_digests(grid: Grid, script: str | os.PathLike | None = None) -> dict[str, str | None]:
     """The sha256 of every config file of ``grid`` (``None`` where it cannot be found), so a
-    sweep records exactly what its trials ran. Files pulled in by a gin ``include`` are not
-    followed: change an included base and the sweep cannot tell."""
+    sweep records exactly what its trials ran. Files pulled in by a gin ``include`` are in
+    :func:`included_digests`."""
     out: dict[str, str | None] = {}
     for config in grid.configs:
         path = resolve_config(config, script if script is not None else grid.script)
         out[config] = hashlib.sha256(path.read_bytes()).hexdigest() if path else None
+    return out
+
+
+_INCLUDE = re.compile(r"""^\s*include\s+(['"])(.+?)\1\s*(#.*)?$""")
+
+
+def included_files(config: Path) -> dict[str, Path | None]:
+    """Every file ``config`` pulls in through gin ``include`` lines, transitively, in the order
+    gin reads them, keyed by the name as written (qualified by the including file when two
+    files include the same name). An include resolves next to the file that includes it, then
+    next to ``config`` (the folders the training scripts put on gin's search path); ``None``
+    where neither holds it."""
+    found: dict[str, Path | None] = {}
+    seen: set[Path] = {config.resolve()}
+
+    def visit(path: Path) -> None:
+        for line in path.read_text().splitlines():
+            match = _INCLUDE.match(line)
+            if match is None:
+                continue
+            name = match.group(2)
+            candidates = [path.parent / name, config.parent / name]
+            target = next((c.resolve() for c in candidates if c.is_file()), None)
+            key = name if name not in found else f"{path.name}:{name}"
+            found[key] = target
+            if target is not None and target not in seen:
+                seen.add(target)
+                visit(target)
+
+    visit(config)
+    return found
+
+
+def included_digests(
+    grid: Grid, script: str | os.PathLike | None = None
+) -> dict[str, dict[str, str | None]]:
+    """``{config: {included name: sha256 or None}}`` over :func:`included_files` of every
+    config file of ``grid``, so a change to an included base file is caught too."""
+    out: dict[str, dict[str, str | None]] = {}
+    for config in grid.configs:
+        path = resolve_config(config, script if script is not None else grid.script)
+        if path is None:
+            continue
+        out[config] = {
+            name: hashlib.sha256(target.read_bytes()).hexdigest() if target else None
+            for name, target in included_files(path).items()
+        }
     return out
 
 
@@ -273,21 +321,39 @@ def _changed_configs(old: dict[str, str | None], new: dict[str, str | None]) -> 
     ]
 
 
+def _changed_includes(
+    old: dict[str, dict[str, str | None]], new: dict[str, dict[str, str | None]]
+) -> list[str]:
+    out = []
+    for config in sorted(set(old) & set(new)):
+        before, after = old[config], new[config]
+        for name in sorted(set(before) | set(after)):
+            if before.get(name) != after.get(name):
+                was = (before.get(name) or "missing")[:12]
+                now = (after.get(name) or "missing")[:12]
+                out.append(
+                    f"{config}: its include {name} changed since the sweep started "
+                    f"(sha256 {was} now {now})"
+                )
+    return out
+
+
 def write_manifest(
     sweep_dir: str | os.PathLike, grid: Grid, script: str | os.PathLike | None = None
 ) -> dict[str, Any]:
     """Create ``<sweep_dir>/manifest.json`` or check the one there.
 
-    A new manifest records the grid, the sha256 of each config file (:func:`config_digests`),
-    the code version (:func:`code_version`), the package versions and the creation time. A
+    A new manifest records the grid, the sha256 of each config file (:func:`config_digests`) and
+    of every file it includes (:func:`included_digests`), the code version
+    (:func:`code_version`), the package versions and the creation time. A
     rerun with the same grid and the same config files keeps it and appends the code version of
     this run to ``reruns``, so a sweep finished with changed code shows it.
 
     :param script: the training script (bare config names are looked up next to it); default
         ``grid.script``.
     :raises GridMismatchError: when the folder holds a manifest of a different grid, or a
-        config file's contents changed (the sweep's trials would mix two configurations); the
-        message lists the differences.
+        config file's or an included file's contents changed (the sweep's trials would mix two
+        configurations); the message lists the differences.
     :return: the manifest as written.
     """
     sweep_dir = Path(sweep_dir)
@@ -295,10 +361,13 @@ def write_manifest(
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     current = {"time": now, "code": code_version(), "packages": package_versions()}
     digests = config_digests(grid, script)
+    includes = included_digests(grid, script)
     if path.is_file():
         manifest = json.loads(path.read_text())
         diffs = grid_differences(manifest["grid"], grid.to_json())
         diffs += _changed_configs(manifest.get("config_sha256", {}), digests)
+        # manifests written before includes were recorded have no such entry
+        diffs += _changed_includes(manifest.get("include_sha256", {}), includes)
         if diffs:
             raise GridMismatchError(
                 f"{sweep_dir} holds a sweep of a different grid (see {path}):\n  "
@@ -309,7 +378,13 @@ def write_manifest(
         manifest.setdefault("reruns", []).append(current)
     else:
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        manifest = {"grid": grid.to_json(), "config_sha256": digests, "created": now, **current}
+        manifest = {
+            "grid": grid.to_json(),
+            "config_sha256": digests,
+            "include_sha256": includes,
+            "created": now,
+            **current,
+        }
         del manifest["time"]
     atomic_write_json(path, manifest)
     return manifest
