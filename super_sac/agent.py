@@ -61,6 +61,16 @@ def _discrete_classes(actor_cls: Any, critic_cls: Any) -> tuple[Any, Any]:
     return actor_cls, critic_cls
 
 
+def completed_signature(signature: dict[str, Any], state_dict: dict[str, Any]) -> dict[str, Any]:
+    """A saved :meth:`Agent.signature` with the entries that files written before they existed
+    lack, read from the saved weights: ``standardize_observations`` (standardising encoders
+    saved their statistics, ``encoder.obs_mean``, before the signature named them)."""
+    out = dict(signature)
+    if "standardize_observations" not in out and "encoder.obs_mean" in state_dict:
+        out["standardize_observations"] = True
+    return out
+
+
 @gin.configurable
 class Agent(nn.Module):
     """Encoder + actor + an ensemble of ``num_critics`` critics, acting on dict observations.
@@ -387,6 +397,8 @@ class Agent(nn.Module):
         }
         if self.markov_heads is not None:  # absent otherwise: older files stay loadable
             signature["markov_heads"] = self.markov_heads.settings()
+        if getattr(self.encoder, "standardize", False):  # likewise
+            signature["standardize_observations"] = True
         return signature
 
     # Deprecated alias of signature(), kept until every caller has switched to the public name.
@@ -419,14 +431,14 @@ class Agent(nn.Module):
         if not file.exists():
             raise FileNotFoundError(f"no agent checkpoint at {file}")
         payload = torch.load(file, map_location=self.device, weights_only=True)
-        saved = payload["signature"]
+        saved = completed_signature(payload["signature"], payload["state_dict"])
         if saved.get("markov_heads") is not None:  # weights of a run that trained the heads
             self.attach_markov_heads(**saved["markov_heads"])
         mine = self.signature()
         diffs = [
-            f"{k}: saved {saved.get(k)!r}, this agent {mine[k]!r}"
-            for k in mine
-            if saved.get(k) != mine[k]
+            f"{k}: saved {saved.get(k)!r}, this agent {mine.get(k)!r}"
+            for k in sorted(set(mine) | set(saved), key=list({**mine, **saved}).index)
+            if saved.get(k) != mine.get(k)
         ]
         if diffs:
             raise ValueError(

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from super_sac import reporting
+from super_sac.agent import completed_signature
 from super_sac.replay import ReplayBuffer
 from super_sac.utils import sha256_file
 
@@ -311,7 +312,8 @@ def capture_loop(trainer: Trainer) -> dict[str, Any]:
 def restore_loop(trainer: Trainer, state: dict[str, Any]) -> None:
     """Restore :func:`capture_loop`'s output into ``trainer`` (the replay data is restored by
     :func:`load_checkpoint`; the envs by :meth:`Collector.replay_episodes`)."""
-    diffs = describe_differences(state["signature"], loop_signature(trainer))
+    saved = completed_signature(state["signature"], state["agent"])
+    diffs = describe_differences(saved, loop_signature(trainer))
     if diffs:
         raise CheckpointError(
             "the checkpoint was written by a run configured differently:\n  "

@@ -74,7 +74,8 @@ def parse_gin(
     bindings: Sequence[str] = (),
     search_dirs: Sequence[str | os.PathLike] = (),
 ) -> None:
-    """Parse gin files and bindings; a file's ``include`` lines resolve next to it.
+    """Parse gin files and bindings. ``include`` lines (at any depth) resolve under the
+    top-level files' folders first, then ``search_dirs``, then the working directory.
 
     :param config_files: gin files; a bare name is looked up in ``search_dirs`` too.
     :param bindings: extra bindings such as ``"super_sac.batch_size = 512"`` (applied last).

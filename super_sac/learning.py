@@ -42,9 +42,16 @@ class Backup(NamedTuple):
 
 def make_target_agent(agent: Agent) -> Agent:
     """A frozen copy of ``agent`` whose parameters follow it by Polyak averaging. Markov
-    abstraction heads are not copied (no target uses them): the copy has none."""
-    heads = agent.markov_heads
-    target = copy.deepcopy(agent, memo={id(heads): None} if heads is not None else None)
+    abstraction heads are not copied (no target uses them): the copy has none. The encoder's
+    fixed statistics (:meth:`super_sac.nets.Encoder.target_shared_buffers`, e.g. a
+    standardising :class:`~super_sac.nets.FlatEncoder`'s mean and std) are shared, not copied,
+    so statistics fitted after the target was made reach it too."""
+    memo: dict[int, Any] = {}
+    if agent.markov_heads is not None:
+        memo[id(agent.markov_heads)] = None
+    for buffer in agent.encoder.target_shared_buffers():
+        memo[id(buffer)] = buffer
+    target = copy.deepcopy(agent, memo=memo)
     target.requires_grad_(False)
     target.eval()
     return target

@@ -2,6 +2,7 @@
 what is logged, exact resume inside a phase, the settings' validation, and the offline training
 script with bc.gin and awac.gin."""
 
+import json
 from functools import partial
 from pathlib import Path
 
@@ -286,7 +287,19 @@ def test_offline_script_standardises_observations_with_the_dataset(dataset, tmp_
     saved = {k.split("encoder.")[-1]: v for k, v in _flat_state(saved).items() if "obs_" in k}
     assert np.allclose(saved["obs_mean"].numpy(), obs.mean(0), atol=1e-5)
     assert np.allclose(saved["obs_std"].numpy(), obs.std(0) + 1e-3, atol=1e-5)
-    # a resumed run restores the statistics from its checkpoint (no dataset refit, no error)
+    # the target encoder shares them (its checkpoint copy equals the agent's)
+    ckpt = sorted((Path(first["run_dir"]) / "checkpoints").glob("ckpt_*"))[-1]
+    state = torch.load(ckpt / "state.pt", weights_only=False)
+    assert torch.equal(state["target_agent"]["encoder.obs_std"], saved["obs_std"])
+    # a resumed run restores the statistics from its checkpoint, not by refitting: the
+    # dataset file it names now holds other observations, which a refit would pick up
+    data = dict(np.load(dataset))
+    shifted = tmp_path / "shifted.npz"
+    np.savez(shifted, **{**data, "obs/obs": data["obs/obs"] * 3.0 + 1.0})
+    hparams = Path(first["run_dir"]) / "hparams.json"
+    info = json.loads(hparams.read_text())
+    info["run_info"]["args"]["dataset"] = str(shifted)
+    hparams.write_text(json.dumps(info))
     resumed = train_offline(["--resume", first["run_dir"], "--steps", "30"])
     again = torch.load(Path(resumed["run_dir"]) / "agent.pt", weights_only=True)
     again = {k.split("encoder.")[-1]: v for k, v in _flat_state(again).items() if "obs_" in k}
@@ -302,6 +315,33 @@ def _flat_state(saved, prefix=""):
         elif isinstance(value, torch.Tensor):
             out[f"{prefix}{key}"] = value
     return out
+
+
+def test_the_target_encoder_shares_statistics_fitted_after_it_was_made(dataset):
+    agent = Agent(1, nets.FlatEncoder(3, standardize=True), hidden_size=8)
+    target = learning.make_target_agent(agent)
+    agent.encoder.fit_statistics({"obs": torch.tensor([[0.0, 1.0, 2.0], [2.0, 3.0, 6.0]])})
+    assert torch.equal(target.encoder.obs_mean, torch.tensor([1.0, 2.0, 4.0]))
+    assert bool(target.encoder.statistics_fitted)
+    obs = {"obs": torch.randn(4, 3)}
+    assert torch.equal(target.encoder(obs), agent.encoder(obs))
+    # ...while its parameters stay copies (the critic's are not shared)
+    assert target.critic.output_layer.weight is not agent.critic.output_layer.weight
+
+
+def test_a_standardised_agent_names_the_difference_when_loaded_into_a_plain_one(tmp_path):
+    agent = Agent(1, nets.FlatEncoder(3, standardize=True), hidden_size=8)
+    agent.encoder.fit_statistics({"obs": np.ones((2, 3))})
+    file = agent.save(tmp_path)
+    with pytest.raises(ValueError, match="standardize_observations: saved True, this agent None"):
+        Agent(1, nets.FlatEncoder(3), hidden_size=8).load(file)
+    # a file saved before the signature named it is recognised by its statistics
+    payload = torch.load(file, weights_only=True)
+    del payload["signature"]["standardize_observations"]
+    torch.save(payload, file)
+    other = Agent(1, nets.FlatEncoder(3, standardize=True), hidden_size=8)
+    other.load(file)
+    assert torch.equal(other.encoder.obs_std, agent.encoder.obs_std)
 
 
 def test_a_standardising_encoder_without_statistics_is_refused(dataset):

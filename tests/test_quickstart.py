@@ -552,3 +552,12 @@ def test_the_facade_trains_through_the_gin_loops_collector_and_learner():
     # updates start once 10 warm-up steps are done and the memory holds a batch
     assert out["updates"] == 30 - 10 + 1
     assert sac.settings.target_delay == sac.target_update_interval
+
+
+def test_an_offline_gin_binding_does_not_reach_the_quick_start_encoder():
+    import gin
+
+    gin.parse_config("FlatEncoder.standardize = True")  # as the offline gin files bind it
+    sac = SAC(CounterEnv(), **SMALL)
+    assert not sac.agent.encoder.standardize
+    assert sac.agent.encoder.target_shared_buffers() == ()

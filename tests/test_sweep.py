@@ -585,6 +585,18 @@ def test_manifest_refuses_a_changed_include_and_names_it(tmp_path):
     base.write_text("super_sac.gamma = 0.9\n")  # top.gin itself is unchanged
     with pytest.raises(GridMismatchError, match="top.gin: its include base/base.gin changed"):
         write_manifest(tmp_path / "s", grid)
+    # gin looks includes up under the config's folder first, not next to the including file
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "mid.gin").write_text("include 'shared.gin'\n")
+    (tmp_path / "sub" / "shared.gin").write_text("super_sac.gamma = 0.5\n")
+    (tmp_path / "shared.gin").write_text("super_sac.gamma = 0.9\n")
+    other = tmp_path / "other.gin"
+    other.write_text("include r'sub/mid.gin'\ninclude 'gone.gin'\n")
+    assert included_files(other) == {
+        "sub/mid.gin": (tmp_path / "sub" / "mid.gin").resolve(),
+        "shared.gin": (tmp_path / "shared.gin").resolve(),
+        "gone.gin (not found)": None,
+    }
     # a manifest from before includes were recorded checks only the top-level files
     path = tmp_path / "s" / "manifest.json"
     old = json.loads(path.read_text())

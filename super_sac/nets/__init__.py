@@ -32,6 +32,11 @@ class Encoder(nn.Module, abc.ABC):
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
         """Encode a batch of observations into ``(B, embedding_dim)``."""
 
+    def target_shared_buffers(self) -> tuple[torch.Tensor, ...]:
+        """Buffers the target network's copy of this encoder shares instead of copying: fixed
+        statistics that the target must see whenever they are set (none by default)."""
+        return ()
+
 
 @gin.configurable
 class FlatEncoder(Encoder):
@@ -67,6 +72,11 @@ class FlatEncoder(Encoder):
     @property
     def embedding_dim(self) -> int:
         return self._dim
+
+    def target_shared_buffers(self) -> tuple[torch.Tensor, ...]:
+        if not self.standardize:
+            return ()
+        return (self.obs_mean, self.obs_std, self.statistics_fitted)
 
     def flatten(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
         """The concatenated ``(B, dim)`` float state, before any standardisation."""

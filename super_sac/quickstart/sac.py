@@ -135,7 +135,7 @@ class SAC(TrainingMixin, SavingMixin):
         )
         self.agent = Agent(
             self.act_dim,
-            FlatEncoder(self.obs_dim),
+            FlatEncoder(self.obs_dim, standardize=False),  # whatever gin files were parsed
             actor_network_cls=actor_cls,
             num_critics=2,
             hidden_size=hidden_size,

@@ -5,6 +5,7 @@ refuses a rerun of a different grid in the same folder."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import datetime
 import hashlib
@@ -265,29 +266,56 @@ def config_digests(grid: Grid, script: str | os.PathLike | None = None) -> dict[
     return out
 
 
-_INCLUDE = re.compile(r"""^\s*include\s+(['"])(.+?)\1\s*(#.*)?$""")
+def _include_name(line: str) -> str | None:
+    """The file name of a gin ``include`` line (a Python string literal, then an optional
+    comment), or None for any other line."""
+    match = re.match(r"\s*include(?=[\s'\"rRbBuU])\s*(.*)$", line)
+    if match is None:
+        return None
+    rest = match.group(1)
+    cuts = [len(rest)] + [k for k in range(len(rest) - 1, -1, -1) if rest[k] == "#"]
+    for cut in cuts:  # the literal may itself hold a "#": try the longest prefix first
+        try:
+            name = ast.literal_eval(rest[:cut].strip())
+        except (SyntaxError, ValueError):
+            continue
+        return name if isinstance(name, str) else None
+    return None
 
 
-def included_files(config: Path) -> dict[str, Path | None]:
+def included_files(config: Path, script: str | os.PathLike | None = None) -> dict[str, Path | None]:
     """Every file ``config`` pulls in through gin ``include`` lines, transitively, in the order
-    gin reads them, keyed by the name as written (qualified by the including file when two
-    files include the same name). An include resolves next to the file that includes it, then
-    next to ``config`` (the folders the training scripts put on gin's search path); ``None``
-    where neither holds it."""
+    gin reads them.
+
+    Gin looks an include up under its search prefixes, not next to the including file; the
+    training scripts put the config's folder first, then their own search folders (their
+    script's folder, and ``experiments/gym`` for the offline and pixel scripts). This follows
+    that order as far as a sweep can know it: the config's folder, the script's folder, the
+    including file's folder (where this repository's shared bases sit), the working directory.
+
+    :return: ``{key: resolved path or None}``; the key is the path relative to the config's
+        folder (``../gym/base.gin``), or ``"<name as written> (not found)"``.
+    """
+    config = config.resolve()
     found: dict[str, Path | None] = {}
-    seen: set[Path] = {config.resolve()}
+    seen: set[Path] = {config}
 
     def visit(path: Path) -> None:
         for line in path.read_text().splitlines():
-            match = _INCLUDE.match(line)
-            if match is None:
+            name = _include_name(line)
+            if name is None:
                 continue
-            name = match.group(2)
-            candidates = [path.parent / name, config.parent / name]
+            folders = [config.parent]
+            if script is not None:
+                folders.append(Path(script).resolve().parent)
+            folders += [path.parent, Path.cwd()]
+            candidates = [Path(name)] if Path(name).is_absolute() else [d / name for d in folders]
             target = next((c.resolve() for c in candidates if c.is_file()), None)
-            key = name if name not in found else f"{path.name}:{name}"
-            found[key] = target
-            if target is not None and target not in seen:
+            if target is None:
+                found[f"{name} (not found)"] = None
+                continue
+            found[os.path.relpath(target, config.parent)] = target
+            if target not in seen:
                 seen.add(target)
                 visit(target)
 
@@ -298,16 +326,17 @@ def included_files(config: Path) -> dict[str, Path | None]:
 def included_digests(
     grid: Grid, script: str | os.PathLike | None = None
 ) -> dict[str, dict[str, str | None]]:
-    """``{config: {included name: sha256 or None}}`` over :func:`included_files` of every
+    """``{config: {included file: sha256 or None}}`` over :func:`included_files` of every
     config file of ``grid``, so a change to an included base file is caught too."""
+    script = script if script is not None else grid.script
     out: dict[str, dict[str, str | None]] = {}
     for config in grid.configs:
-        path = resolve_config(config, script if script is not None else grid.script)
+        path = resolve_config(config, script)
         if path is None:
             continue
         out[config] = {
             name: hashlib.sha256(target.read_bytes()).hexdigest() if target else None
-            for name, target in included_files(path).items()
+            for name, target in included_files(path, script).items()
         }
     return out
 
