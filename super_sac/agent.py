@@ -437,7 +437,7 @@ class Agent(nn.Module):
         mine = self.signature()
         diffs = [
             f"{k}: saved {saved.get(k)!r}, this agent {mine.get(k)!r}"
-            for k in sorted(set(mine) | set(saved), key=list({**mine, **saved}).index)
+            for k in {**mine, **saved}  # every key of either, this agent's first
             if saved.get(k) != mine.get(k)
         ]
         if diffs:

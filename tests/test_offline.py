@@ -267,7 +267,9 @@ def test_offline_script_trains_with_each_gin_file(dataset, config, steps, extra)
     assert (Path(summary["run_dir"]) / "agent.pt").exists()
 
 
-def test_offline_script_standardises_observations_with_the_dataset(dataset, tmp_path):
+def _small_awac_run(dataset, offline_steps, steps, *extra_bindings):
+    """train_offline.py with awac.gin on ``dataset`` at a test's size (16-unit networks, a
+    checkpoint and an evaluation every 50 steps)."""
     bindings = [
         "Agent.hidden_size = 16",
         "ReplayBuffer.size = 1000",
@@ -277,20 +279,24 @@ def test_offline_script_standardises_observations_with_the_dataset(dataset, tmp_
         "super_sac.checkpoint_interval = 50",
         "super_sac.verbosity = 0",
         "super_sac.max_episode_steps = 20",
-        "FlatEncoder.standardize = True",
+        *extra_bindings,
     ]
     argv = ["--config", "awac.gin", "--dataset", str(dataset), "--seed", "0", "--threads", "1",
-            "--logging", "none", "--offline_steps", "50", "--steps", "20"]  # fmt: skip
-    first = train_offline(argv + [x for b in bindings for x in ("--gin_bindings", b)])
+            "--logging", "none", "--offline_steps", str(offline_steps),
+            "--steps", str(steps)]  # fmt: skip
+    return train_offline(argv + [x for b in bindings for x in ("--gin_bindings", b)])
+
+
+def test_offline_script_standardises_observations_with_the_dataset(dataset, tmp_path):
+    first = _small_awac_run(dataset, 50, 20, "FlatEncoder.standardize = True")
     obs = np.load(dataset)["obs/obs"]
-    saved = torch.load(Path(first["run_dir"]) / "agent.pt", weights_only=True)
-    saved = {k.split("encoder.")[-1]: v for k, v in _flat_state(saved).items() if "obs_" in k}
-    assert np.allclose(saved["obs_mean"].numpy(), obs.mean(0), atol=1e-5)
-    assert np.allclose(saved["obs_std"].numpy(), obs.std(0) + 1e-3, atol=1e-5)
+    saved = torch.load(Path(first["run_dir"]) / "agent.pt", weights_only=True)["state_dict"]
+    assert np.allclose(saved["encoder.obs_mean"].numpy(), obs.mean(0), atol=1e-5)
+    assert np.allclose(saved["encoder.obs_std"].numpy(), obs.std(0) + 1e-3, atol=1e-5)
     # the target encoder shares them (its checkpoint copy equals the agent's)
     ckpt = sorted((Path(first["run_dir"]) / "checkpoints").glob("ckpt_*"))[-1]
     state = torch.load(ckpt / "state.pt", weights_only=False)
-    assert torch.equal(state["target_agent"]["encoder.obs_std"], saved["obs_std"])
+    assert torch.equal(state["target_agent"]["encoder.obs_std"], saved["encoder.obs_std"])
     # a resumed run restores the statistics from its checkpoint, not by refitting: the
     # dataset file it names now holds other observations, which a refit would pick up
     data = dict(np.load(dataset))
@@ -301,20 +307,8 @@ def test_offline_script_standardises_observations_with_the_dataset(dataset, tmp_
     info["run_info"]["args"]["dataset"] = str(shifted)
     hparams.write_text(json.dumps(info))
     resumed = train_offline(["--resume", first["run_dir"], "--steps", "30"])
-    again = torch.load(Path(resumed["run_dir"]) / "agent.pt", weights_only=True)
-    again = {k.split("encoder.")[-1]: v for k, v in _flat_state(again).items() if "obs_" in k}
-    assert torch.equal(again["obs_std"], saved["obs_std"])
-
-
-def _flat_state(saved, prefix=""):
-    """Every tensor of a (possibly nested) saved dict, keyed by its dotted path."""
-    out = {}
-    for key, value in saved.items():
-        if isinstance(value, dict):
-            out.update(_flat_state(value, f"{prefix}{key}."))
-        elif isinstance(value, torch.Tensor):
-            out[f"{prefix}{key}"] = value
-    return out
+    again = torch.load(Path(resumed["run_dir"]) / "agent.pt", weights_only=True)["state_dict"]
+    assert torch.equal(again["encoder.obs_std"], saved["encoder.obs_std"])
 
 
 def test_the_target_encoder_shares_statistics_fitted_after_it_was_made(dataset):
@@ -359,19 +353,7 @@ def test_offline_script_explains_a_missing_dataset(tmp_path):
 
 
 def test_offline_script_resumes_from_its_run_directory(dataset):
-    bindings = [
-        "Agent.hidden_size = 16",
-        "ReplayBuffer.size = 1000",
-        "super_sac.batch_size = 16",
-        "super_sac.eval_interval = 50",
-        "super_sac.eval_episodes = 1",
-        "super_sac.checkpoint_interval = 50",
-        "super_sac.verbosity = 0",
-        "super_sac.max_episode_steps = 20",
-    ]
-    argv = ["--config", "awac.gin", "--dataset", str(dataset), "--seed", "0", "--threads", "1",
-            "--logging", "none", "--offline_steps", "100", "--steps", "50"]  # fmt: skip
-    first = train_offline(argv + [x for b in bindings for x in ("--gin_bindings", b)])
+    first = _small_awac_run(dataset, 100, 50)
     assert first["critic_updates"] == 150 and first["env_steps"] == 50
     # the resumed run takes the dataset and settings from the run directory, its buffer (with
     # the protected dataset) from the checkpoint, and only trains the extra online steps

@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import datetime
-import hashlib
 import json
 import os
 import platform
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from super_sac.checkpoint import list_checkpoints
-from super_sac.utils import atomic_write_json
+from super_sac.utils import atomic_write_json, sha256_file
 
 MANIFEST = "manifest.json"
 SUMMARY = "summary.json"
@@ -262,7 +261,7 @@ def config_digests(grid: Grid, script: str | os.PathLike | None = None) -> dict[
     out: dict[str, str | None] = {}
     for config in grid.configs:
         path = resolve_config(config, script if script is not None else grid.script)
-        out[config] = hashlib.sha256(path.read_bytes()).hexdigest() if path else None
+        out[config] = sha256_file(path) if path else None
     return out
 
 
@@ -297,6 +296,7 @@ def included_files(config: Path, script: str | os.PathLike | None = None) -> dic
         folder (``../gym/base.gin``), or ``"<name as written> (not found)"``.
     """
     config = config.resolve()
+    first = [config.parent] + ([Path(script).resolve().parent] if script is not None else [])
     found: dict[str, Path | None] = {}
     seen: set[Path] = {config}
 
@@ -305,10 +305,7 @@ def included_files(config: Path, script: str | os.PathLike | None = None) -> dic
             name = _include_name(line)
             if name is None:
                 continue
-            folders = [config.parent]
-            if script is not None:
-                folders.append(Path(script).resolve().parent)
-            folders += [path.parent, Path.cwd()]
+            folders = [*first, path.parent, Path.cwd()]
             candidates = [Path(name)] if Path(name).is_absolute() else [d / name for d in folders]
             target = next((c.resolve() for c in candidates if c.is_file()), None)
             if target is None:
@@ -335,7 +332,7 @@ def included_digests(
         if path is None:
             continue
         out[config] = {
-            name: hashlib.sha256(target.read_bytes()).hexdigest() if target else None
+            name: sha256_file(target) if target else None
             for name, target in included_files(path, script).items()
         }
     return out
