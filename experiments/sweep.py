@@ -108,6 +108,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--metric", default="eval_return", help="eval_return | eval_length")
     report.add_argument("--no_plot", action="store_true", help="tables only")
     report.add_argument(
+        "--evaluations",
+        action="store_true",
+        help="also copy every finished trial's evaluations.csv into OUT/evaluations/ "
+        "(<config>_<env>_seed<k>.csv), the data behind a committed table",
+    )
+    report.add_argument(
         "--reference",
         action="append",
         default=[],
@@ -184,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         out=args.out,
         last=args.last,
         threshold=args.threshold,
+        evaluations=args.evaluations,
     )
     print(Path(files["markdown"]).read_text())
     print(f"report: {', '.join(str(f) for f in files.values())}")

@@ -459,6 +459,32 @@ def test_a_report_of_two_sweeps_puts_their_configs_side_by_side(tmp_path):
     assert "| sac | Pendulum-v1 | 3 |" in proc.stdout and (tmp_path / "cli" / "report.md").exists()
 
 
+def test_a_report_can_carry_every_trials_evaluations(tmp_path):
+    from super_sac.sweep.report import write_report
+
+    ours = _fake_sweep(tmp_path, "ours", ["sac.gin"], seeds="0,1")
+    peer = _fake_sweep(tmp_path, "peer", ["peers/sb3_sac.gin"], seeds="2")
+    out = tmp_path / "table"
+    (out / "evaluations").mkdir(parents=True)
+    (out / "evaluations" / "stale_seed9.csv").write_text("from an earlier report\n")
+    files = write_report([ours, peer], out=out, plot=False, evaluations=True)
+    copied = sorted(p.name for p in files["evaluations"].iterdir())
+    assert copied == [
+        "sac_Pendulum-v1_seed0.csv",
+        "sac_Pendulum-v1_seed1.csv",
+        "sb3_sac_Pendulum-v1_seed2.csv",
+    ]
+    trial = next(p for p in (tmp_path / "ours").rglob("evaluations.csv") if "seed_1" in str(p))
+    assert (files["evaluations"] / "sac_Pendulum-v1_seed1.csv").read_bytes() == trial.read_bytes()
+    with pytest.raises(ValueError, match="outside the sweep"):
+        write_report(ours, plot=False, evaluations=True)
+    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
+    cmd += ["report", str(ours), "--out", str(tmp_path / "cli"), "--no_plot", "--evaluations"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (tmp_path / "cli" / "evaluations").iterdir()) == copied[:2]
+
+
 def test_run_dir_is_the_exact_run_folder_and_is_never_reused(tmp_path):
     from super_sac.loggers import claim_run_dir
 

@@ -15,6 +15,8 @@ untrained policy about 17. Target of the issue: mean final return >= 250, every 
         --action_repeat 8 --fast_render --name dmc_cartpole_swingup
     python experiments/benchmarks/dmc_pixels.py --seeds 0 --frames 2000 --image_size 64 \
         --batch 64 --name dmc_smoke  # a quick check, not a result
+    python experiments/benchmarks/dmc_pixels.py --untrained_only --seeds 0,1,2,3,4,5,6,7,8,9 \
+        --config drqv1.gin --image_size 64 --name dmc_cartpole_pixels_trunk  # untrained only
 
 Each seed runs in its own process (spawn, ``--workers``, one torch thread each) and writes
 ``results/<name>_seed<k>.json``; the table and every run go to ``results/<name>.md`` and
@@ -55,6 +57,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1, help="torch threads per run")
     p.add_argument("--gin_bindings", action="append", default=[])
     p.add_argument("--name", default="dmc_pixels")
+    p.add_argument(
+        "--untrained_only",
+        action="store_true",
+        help="train nothing: evaluate each seed's untrained agent and write {seed: return} to "
+        "results/<name>_untrained.json (the reference of a sweep's pixel runs)",
+    )
     return p.parse_args(argv)
 
 
@@ -189,6 +197,18 @@ def report(args: argparse.Namespace, runs: list[dict[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
+    if args.untrained_only:
+        import torch
+
+        os.environ.setdefault("MUJOCO_GL", "egl")
+        torch.set_num_threads(args.threads)
+        returns = {str(seed): untrained_return(args, seed) for seed in seeds}
+        out = bench_utils.RESULTS_DIR / f"{args.name}_untrained.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(returns) + "\n")
+        print(json.dumps(returns))
+        print(f"wrote {out}")
+        return
     jobs = [(args, seed) for seed in seeds]
     if args.workers > 1:
         with mp.get_context("spawn").Pool(args.workers) as pool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import shutil
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -403,6 +404,34 @@ def plot_runs(
     return Path(path)
 
 
+EVALUATIONS_DIR = "evaluations"  # the copied per-trial curves beside a report
+
+
+def copy_evaluations(sweep_dirs: SweepDirs, out: str | os.PathLike) -> list[Path]:
+    """Copy every finished trial's ``evaluations.csv`` to ``out/evaluations/<config>_<env>_
+    seed<k>.csv``, so that a committed report carries the per-evaluation data behind its tables
+    and curves. Copies from an earlier call are replaced, so the folder always matches the report.
+
+    :return: the copied files.
+    """
+    folder = Path(out) / EVALUATIONS_DIR
+    if folder.is_dir():
+        for old in folder.glob("*.csv"):
+            old.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for sweep_dir in _as_list(sweep_dirs):
+        grid = Grid.from_json(read_manifest(sweep_dir)["grid"])
+        for trial in grid.trials(sweep_dir):
+            source = Path(trial.folder) / EVAL_CSV
+            if trial.state() != FINISHED or not source.is_file():
+                continue
+            target = folder / f"{Path(trial.config).stem}_{trial.env}_seed{trial.seed}.csv"
+            shutil.copyfile(source, target)
+            copied.append(target)
+    return copied
+
+
 def write_report(
     sweep_dirs: SweepDirs,
     metric: str = "eval_return",
@@ -411,16 +440,24 @@ def write_report(
     out: str | os.PathLike | None = None,
     last: int = 3,
     threshold: float | None = None,
+    evaluations: bool = False,
 ) -> dict[str, Path]:
     """Write ``report.md``, ``report.json`` and (with ``plot``) ``curves.png`` into ``out``
     (default: the sweep folder; required for several sweeps). ``references``, ``last`` and
-    ``threshold`` as for :func:`build_report`. :return: the files by kind."""
+    ``threshold`` as for :func:`build_report`; ``evaluations`` also copies every finished
+    trial's evaluations (:func:`copy_evaluations`; only into an ``out`` outside the sweeps).
+    :return: the files by kind."""
     dirs = _as_list(sweep_dirs)
     if out is None:
         if len(dirs) > 1:
             raise ValueError("a report of several sweeps needs an output folder (--out)")
         out = dirs[0]
     out = Path(out)
+    if evaluations and any(out.resolve() == d.resolve() for d in dirs):
+        raise ValueError(
+            "copying the evaluations needs an output folder outside the sweep (--out): the "
+            "trials' own evaluations.csv files are already there"
+        )
     out.mkdir(parents=True, exist_ok=True)
     report = build_report(dirs, metric, references=references, last=last, threshold=threshold)
     files = {"markdown": out / "report.md", "json": out / "report.json"}
@@ -428,11 +465,15 @@ def write_report(
     atomic_write_json(files["json"], report)
     if plot:
         files["png"] = plot_curves(dirs, out / "curves.png", metric)
+    if evaluations:
+        copy_evaluations(dirs, out)
+        files["evaluations"] = out / EVALUATIONS_DIR
     return files
 
 
 __all__ = [
     "build_report",
+    "copy_evaluations",
     "markdown_table",
     "plot_curves",
     "plot_runs",
