@@ -7,8 +7,9 @@ them (:func:`super_sac.vector_envs.make_vector_env`): ``sync`` keeps every env i
 (``--vector sync``, the default), ``async`` runs one worker process per env with shared memory
 (``--vector async``). Actions are uniform random (a seeded generator); after a reset and a few
 warm-up steps, ``--env_steps`` env steps are timed (summed over the envs), in rounds that
-alternate the settings; the report gives each setting's median env steps per second and its
-speed-up over one env in the training process.
+alternate the settings; the report gives each setting's median env steps per second, its
+speed-up over one env in the training process, and the mean of the per-round speed-ups with a
+95% bootstrap interval over rounds.
 
 Rendering uses EGL (``MUJOCO_GL=egl``, set before MuJoCo is imported, unless already set).
 Async workers are spawned (not forked), since this process renders too.
@@ -129,7 +130,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         help="KIND:NUM_ENVS entries (kind sync or async)",
     )
     p.add_argument("--env_steps", type=int, default=300, help="timed env steps per round")
-    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--name", default="env_processes", help="results/<name>.{md,json}")
     p.add_argument(
@@ -155,17 +156,34 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for label, (kind, n) in zip(args.settings, settings):
         rounds = " / ".join(f"{x['steps_per_s']:.1f}" for x in runs[label])
         speedup = f"{medians[label] / base:.2f}" if base else "n/a"
+        per_round = "n/a"
+        if base and len(runs[label]) > 1:  # each round's ratio to that round's sync:1 run
+            ratios = [
+                x["steps_per_s"] / b["steps_per_s"]
+                for x, b in zip(runs[label], runs["sync:1"], strict=True)
+            ]
+            per_round = bench_utils.format_ratio_interval(ratios)
         place = "training process" if kind == "sync" else f"{n} worker process" + "es" * (n > 1)
-        rows.append([f"{kind} ({place})", n, f"{medians[label]:.1f}", speedup, rounds])
+        rows.append([f"{kind} ({place})", n, f"{medians[label]:.1f}", speedup, per_round, rounds])
     table = bench_utils.markdown_table(
-        ["vector", "envs", "median env steps/s", "vs sync 1 env", "rounds"], rows
+        [
+            "vector",
+            "envs",
+            "median env steps/s",
+            "vs sync 1 env",
+            "per round vs sync: mean [95% CI]",
+            "rounds",
+        ],
+        rows,
     )
     markdown = (
         "# Env worker processes: rendering MuJoCo env steps per second\n\n"
         f"`{ENV_ID}` rendered offscreen at {SIZE}x{SIZE} (`MUJOCO_GL={os.environ['MUJOCO_GL']}`), "
         "the frame as the observation, uniform random actions; "
         f"{args.env_steps} timed env steps per setting and round, {args.rounds} rounds "
-        "alternating the settings, median reported. OpenGL renderer: "
+        "alternating the settings, median reported; the per-round column is the mean of each "
+        "round's ratio to that round's sync run, with a 95% bootstrap interval over rounds. "
+        "OpenGL renderer: "
         f"`{renderer}`, LP_NUM_THREADS: {lp_threads}.\n\n"
         f"{table}\n\n" + machine_note(cores, load, "LP_NUM_THREADS" in os.environ)
     )
