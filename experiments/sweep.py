@@ -4,6 +4,9 @@
         --envs Pendulum-v1 --seeds 0-4 --steps 20000 --workers 2
     python experiments/sweep.py report sweeps/pendulum
     python experiments/sweep.py report sweeps/pendulum sweeps/pendulum_sb3 --out pendulum_vs_sb3
+    # more seeds into a committed report whose sweep folder is gone: its copied evaluations join
+    python experiments/sweep.py report sweeps/pendulum_seed4 --archive pendulum_vs_sb3 \
+        --out pendulum_vs_sb3 --evaluations
 
 Each trial is a normal run directory, sweeps/pendulum/<config>/<env>/seed_<k>. Running the same
 command again finishes the grid: finished trials are skipped, interrupted ones resume from their
@@ -114,6 +117,15 @@ def build_parser() -> argparse.ArgumentParser:
         "(<config>_<env>_seed<k>.csv), the data behind a committed table",
     )
     report.add_argument(
+        "--archive",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a report folder written with --evaluations (or its evaluations/ folder) whose "
+        "runs join the report as finished trials, e.g. the seeds of a sweep folder that is "
+        "gone; may be the --out folder itself (repeatable)",
+    )
+    report.add_argument(
         "--reference",
         action="append",
         default=[],
@@ -191,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         last=args.last,
         threshold=args.threshold,
         evaluations=args.evaluations,
+        archives=args.archive,
     )
     print(Path(files["markdown"]).read_text())
     print(f"report: {', '.join(str(f) for f in files.values())}")

@@ -468,12 +468,13 @@ def test_a_report_can_carry_every_trials_evaluations(tmp_path):
     (out / "evaluations").mkdir(parents=True)
     (out / "evaluations" / "stale_seed9.csv").write_text("from an earlier report\n")
     files = write_report([ours, peer], out=out, plot=False, evaluations=True)
-    copied = sorted(p.name for p in files["evaluations"].iterdir())
+    copied = sorted(p.name for p in files["evaluations"].glob("*.csv"))
     assert copied == [
         "sac_Pendulum-v1_seed0.csv",
         "sac_Pendulum-v1_seed1.csv",
         "sb3_sac_Pendulum-v1_seed2.csv",
     ]
+    assert sorted(p.name for p in files["evaluations"].iterdir()) == ["index.json", *copied]
     trial = next(p for p in (tmp_path / "ours").rglob("evaluations.csv") if "seed_1" in str(p))
     assert (files["evaluations"] / "sac_Pendulum-v1_seed1.csv").read_bytes() == trial.read_bytes()
     with pytest.raises(ValueError, match="outside the sweep"):
@@ -482,7 +483,85 @@ def test_a_report_can_carry_every_trials_evaluations(tmp_path):
     cmd += ["report", str(ours), "--out", str(tmp_path / "cli"), "--no_plot", "--evaluations"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    assert sorted(p.name for p in (tmp_path / "cli" / "evaluations").iterdir()) == copied[:2]
+    assert sorted(p.name for p in (tmp_path / "cli" / "evaluations").glob("*.csv")) == copied[:2]
+
+
+def test_more_seeds_join_a_committed_report_whose_sweep_is_gone(tmp_path):
+    import json
+    import shutil
+
+    from super_sac.sweep.report import build_report, write_report
+
+    table = tmp_path / "table"
+    write_report(
+        _fake_sweep(tmp_path, "ours", ["sac.gin"], seeds="0,1"),
+        out=table,
+        plot=False,
+        evaluations=True,
+    )
+    seed0 = (table / "evaluations" / "sac_Pendulum-v1_seed0.csv").read_bytes()
+    shutil.rmtree(tmp_path / "ours")  # the sweep folder is gone; the committed report is not
+    more = _fake_sweep(tmp_path, "more", ["sac.gin"], seeds="2")
+    # the report folder is its own archive: read before its evaluations are replaced
+    files = write_report(more, out=table, archives=[table], evaluations=True)
+    (row,) = build_report(more, archives=[table])["rows"]
+    # curves 10, 20, 30 x (seed + 1): finals 30, 60, 90
+    assert row["final_per_seed"] == {"0": 30.0, "1": 60.0, "2": 90.0}
+    assert row["final"]["mean"]["value"] == pytest.approx(60.0)
+    assert files["png"].read_bytes()[:4] == b"\x89PNG"
+    assert "| sac | Pendulum-v1 | 3 |" in files["markdown"].read_text()
+    assert (table / "evaluations" / "sac_Pendulum-v1_seed0.csv").read_bytes() == seed0
+    index = json.loads((table / "evaluations" / "index.json").read_text())["files"]
+    assert index["sac_Pendulum-v1_seed2.csv"] == {
+        "config": "sac",
+        "env": "Pendulum-v1",
+        "seed": 2,
+        "from": str(more),
+    }
+    assert index["sac_Pendulum-v1_seed0.csv"]["from"] == str(table)
+    assert not (table / "evaluations.new").exists() and not (table / "evaluations.old").exists()
+    # again: seed 2 is now in the archive and the sweep with the same evaluations, kept once
+    (row,) = build_report(more, archives=[table])["rows"]
+    assert row["final"]["n"] == 3
+    # an archive without index.json (copied before it existed): names are parsed
+    legacy = tmp_path / "legacy"
+    shutil.copytree(table / "evaluations", legacy)
+    (legacy / "index.json").unlink()
+    (legacy / "sac_Pendulum-v1_seed2.csv").rename(legacy / "peer_sac_Pendulum-v1_seed2.csv")
+    rows = build_report(more, archives=[legacy])["rows"]
+    assert [(r["config"], r["final"]["n"]) for r in rows] == [("sac", 3), ("peer_sac", 1)]
+    # the same run with different evaluations is refused, naming both places
+    changed = (legacy / "sac_Pendulum-v1_seed1.csv").read_text().replace(",60,", ",61,")
+    (legacy / "sac_Pendulum-v1_seed1.csv").write_text(changed)
+    with pytest.raises(ValueError, match="seed 1 is in both .*table.* and .*legacy.* different"):
+        build_report(more, archives=[table, legacy])
+    (legacy / "notes.csv").write_text("x\n")
+    with pytest.raises(ValueError, match="must be named <config>_<env>_seed<k>.csv"):
+        build_report(more, archives=[legacy])
+    with pytest.raises(FileNotFoundError, match="not a folder"):
+        build_report(more, archives=[tmp_path / "nowhere"])
+    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
+    cmd += ["report", str(more), "--archive", str(table), "--out", str(tmp_path / "cli")]
+    proc = subprocess.run([*cmd, "--no_plot"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "| sac | Pendulum-v1 | 0: 30.0, 1: 60.0, 2: 90.0 |" in proc.stdout
+
+
+def test_more_seeds_of_one_config_can_come_from_a_second_sweep(tmp_path):
+    from super_sac.sweep.report import build_report
+
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "sac.gin").write_text("super_sac.batch_size = 256\n")
+    first = _fake_sweep(tmp_path, "first", [str(tmp_path / "cfg" / "sac.gin")], seeds="0,1")
+    second = _fake_sweep(tmp_path, "second", [str(tmp_path / "cfg" / "sac.gin")], seeds="2")
+    (row,) = build_report([first, second])["rows"]
+    assert row["final_per_seed"] == {"0": 30.0, "1": 60.0, "2": 90.0}
+    # a file of the same name with other contents is another experiment: refused
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "sac.gin").write_text("super_sac.batch_size = 512\n")
+    other = _fake_sweep(tmp_path, "other_sweep", [str(tmp_path / "other" / "sac.gin")], "3")
+    with pytest.raises(ValueError, match="'sac' is in both .*same file"):
+        build_report([first, other])
 
 
 def test_run_dir_is_the_exact_run_folder_and_is_never_reused(tmp_path):

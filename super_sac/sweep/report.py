@@ -5,8 +5,11 @@ Markdown and a JSON table, and PNG learning curves (one panel per env, one line 
 from __future__ import annotations
 
 import csv
+import dataclasses
+import json
 import math
 import os
+import re
 import shutil
 from collections import defaultdict
 from collections.abc import Sequence
@@ -16,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from super_sac.reporting import EVAL_CSV
-from super_sac.sweep.grid import FINISHED, Grid, read_manifest
+from super_sac.sweep.grid import FINISHED, Grid, env_folder, read_manifest
 from super_sac.sweep.stats import area_under_curve, iqm, stratified_bootstrap_ci
 from super_sac.utils import atomic_write_json, atomic_write_text
 
@@ -41,8 +44,11 @@ def read_curve(run_dir: str | os.PathLike, column: str = "return_mean") -> tuple
 def _read_rows(run_dir: str | os.PathLike) -> list[dict[str, str]]:
     """The rows of a run's ``evaluations.csv`` (none without one)."""
     path = Path(run_dir) / EVAL_CSV
-    if not path.is_file():
-        return []
+    return _rows(path) if path.is_file() else []
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    """The rows of an evaluations CSV file."""
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
 
@@ -100,53 +106,168 @@ def _as_list(sweep_dirs: SweepDirs) -> list[Path]:
     return list(out.values())
 
 
-def collect(sweep_dirs: SweepDirs, metric: str = "eval_return") -> dict[str, Any]:
+EVALUATIONS_DIR = "evaluations"  # the copied per-trial curves beside a report
+EVALUATIONS_INDEX = "index.json"  # in EVALUATIONS_DIR: file name -> config, env, seed, source
+_ARCHIVED_NAME = re.compile(r"^(?P<config>.+)_(?P<env>[^_]+)_seed(?P<seed>\d+)\.csv$")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """One finished run's evaluations: from a trial folder of a sweep or from an archive."""
+
+    config: str  # the config file's stem
+    env: str
+    seed: int
+    source: Path  # its evaluations.csv (or the archived copy)
+    origin: str  # the sweep folder or archive it came from, for messages
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.config}_{env_folder(self.env)}_seed{self.seed}.csv"
+
+
+def _config_identity(manifest: dict[str, Any], config: str) -> tuple[Any, Any]:
+    """What makes two sweeps' configs of the same name the same experiment: the training script
+    and the config file's recorded SHA-256 (``None`` when the manifest has none)."""
+    return manifest["grid"].get("script"), manifest.get("config_sha256", {}).get(config)
+
+
+def _archive_folder(archive: str | os.PathLike) -> Path:
+    """The folder of archived evaluations: ``archive/evaluations`` or ``archive`` itself."""
+    archive = Path(archive)
+    folder = archive / EVALUATIONS_DIR if (archive / EVALUATIONS_DIR).is_dir() else archive
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"archive {archive} is not a folder: pass a report folder written with "
+            "--evaluations (or its evaluations/ folder)"
+        )
+    return folder
+
+
+def archived_runs(archive: str | os.PathLike) -> list[_Run]:
+    """The runs of a report's copied evaluations (:func:`copy_evaluations`), e.g. the seeds of
+    a sweep whose folder is gone. Config, env and seed come from the folder's ``index.json``,
+    or, in folders copied before it was written, from ``<config>_<env>_seed<k>.csv`` (the env
+    being the part after the last ``_`` but one).
+
+    :raises ValueError: for a file whose name does not have that form, or an empty archive.
+    """
+    folder = _archive_folder(archive)
+    index_path = folder / EVALUATIONS_INDEX
+    index = json.loads(index_path.read_text())["files"] if index_path.is_file() else {}
+    runs = []
+    for path in sorted(folder.glob("*.csv")):
+        entry = index.get(path.name)
+        if entry is None:
+            match = _ARCHIVED_NAME.match(path.name)
+            if match is None:
+                raise ValueError(
+                    f"{path}: an archived evaluation must be named <config>_<env>_seed<k>.csv "
+                    "(as `sweep.py report --evaluations` writes them); rename or remove it"
+                )
+            entry = {**match.groupdict(), "seed": int(match["seed"])}
+        runs.append(_Run(entry["config"], entry["env"], int(entry["seed"]), path, str(archive)))
+    if not runs:
+        raise ValueError(f"archive {archive} holds no <config>_<env>_seed<k>.csv files")
+    return runs
+
+
+def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -> dict[str, Any]:
+    """The finished runs of the sweeps and archives (each (config, env, seed) once), the config
+    and env order, each sweep's step budget and the unfinished trials."""
+    configs: list[str] = []
+    envs: list[str] = []
+    owner: dict[str, tuple[Path, tuple[Any, Any]]] = {}
+    budgets: dict[str, int | None] = {}
+    missing: list[str] = []
+    runs: dict[tuple[str, str, int], _Run] = {}
+
+    def add(run: _Run) -> None:
+        key = (run.config, run.env, run.seed)
+        if key in runs:
+            if runs[key].source.read_bytes() == run.source.read_bytes():
+                return  # the same evaluations twice (e.g. a run already copied to the archive)
+            raise ValueError(
+                f"{run.config} on {run.env} with seed {run.seed} is in both {runs[key].origin} "
+                f"and {run.origin} with different evaluations: leave one of them out"
+            )
+        runs[key] = run
+        if run.config not in configs:
+            configs.append(run.config)
+        if run.env not in envs:
+            envs.append(run.env)
+
+    for sweep_dir in _as_list(sweep_dirs):
+        manifest = read_manifest(sweep_dir)
+        grid = Grid.from_json(manifest["grid"])
+        budgets[str(sweep_dir)] = grid.steps
+        for config in grid.configs:
+            stem, identity = Path(config).stem, _config_identity(manifest, config)
+            if stem in owner and owner[stem][0] != sweep_dir:
+                if identity[1] is None or owner[stem][1] != identity:
+                    raise ValueError(
+                        f"config {stem!r} is in both {owner[stem][0]} and {sweep_dir}: a report "
+                        "of several sweeps needs distinct config names (rename one gin file), "
+                        "unless both ran the same script and the same file (recorded SHA-256), "
+                        "e.g. more seeds of one experiment in a second sweep"
+                    )
+            owner.setdefault(stem, (sweep_dir, identity))
+            if stem not in configs:
+                configs.append(stem)
+        envs += [env for env in grid.envs if env not in envs]
+        for trial in grid.trials(sweep_dir):
+            source = Path(trial.folder) / EVAL_CSV
+            if trial.state() != FINISHED or not _read_rows(trial.folder):
+                missing.append(trial.key)
+                continue
+            add(_Run(Path(trial.config).stem, trial.env, trial.seed, source, str(sweep_dir)))
+    for archive in archives:
+        for run in archived_runs(archive):
+            add(run)
+    ordered = sorted(runs.values(), key=lambda r: (configs.index(r.config), r.env, r.seed))
+    return {
+        "configs": configs,
+        "envs": envs,
+        "runs": ordered,
+        "budgets": budgets,
+        "missing": missing,
+    }
+
+
+def collect(
+    sweep_dirs: SweepDirs,
+    metric: str = "eval_return",
+    archives: Sequence[str | os.PathLike] = (),
+) -> dict[str, Any]:
     """The curves and scores of every finished trial, grouped by config and env.
 
     :param sweep_dirs: one sweep folder, or several (e.g. ours and a peer library's, run with
         different training scripts) to report side by side; a config's name (its file's stem)
-        must then belong to one sweep only.
-    :raises ValueError: when two sweeps hold a config of the same name.
+        must then belong to one sweep only, unless the sweeps ran the same script with the same
+        file (more seeds of one experiment).
+    :param archives: report folders written with ``--evaluations`` (or their ``evaluations/``
+        folders) whose runs join as finished trials: the seeds of a sweep folder that is gone.
+        A run both in a sweep and an archive must have the same evaluations.
+    :raises ValueError: when two sweeps hold different configs of the same name, or a run
+        appears twice with different evaluations.
     """
     column = METRICS.get(metric, metric)
-    configs: list[str] = []
-    envs: list[str] = []
-    owner: dict[str, Path] = {}
+    gathered = _gather(sweep_dirs, archives)
     curves: dict[tuple[str, str], list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
     seeds: dict[tuple[str, str], list[int]] = defaultdict(list)  # parallel to curves
-    budgets: dict[str, int | None] = {}  # each sweep's env steps per trial (--steps)
-    missing = []
     online = False  # whether any trial has an online evaluation
-    for sweep_dir in _as_list(sweep_dirs):
-        grid = Grid.from_json(read_manifest(sweep_dir)["grid"])
-        budgets[str(sweep_dir)] = grid.steps
-        for config in grid.configs:
-            stem = Path(config).stem
-            if stem in owner and owner[stem] != sweep_dir:
-                raise ValueError(
-                    f"config {stem!r} is in both {owner[stem]} and {sweep_dir}: a report of "
-                    "several sweeps needs distinct config names (rename one gin file)"
-                )
-            if stem not in owner:
-                owner[stem] = sweep_dir
-                configs.append(stem)
-        envs += [env for env in grid.envs if env not in envs]
-        for trial in grid.trials(sweep_dir):
-            rows = _read_rows(trial.folder)
-            online = online or _has_online(rows)
-            steps, values = _curve(rows, column)
-            if trial.state() != FINISHED or steps.size == 0:
-                missing.append(trial.key)
-                continue
-            curves[(Path(trial.config).stem, trial.env)].append((steps, values))
-            seeds[(Path(trial.config).stem, trial.env)].append(trial.seed)
+    for run in gathered["runs"]:
+        rows = _rows(run.source)
+        online = online or _has_online(rows)
+        curves[(run.config, run.env)].append(_curve(rows, column))
+        seeds[(run.config, run.env)].append(run.seed)
     return {
-        "configs": configs,
-        "envs": envs,
+        "configs": gathered["configs"],
+        "envs": gathered["envs"],
         "curves": curves,
         "seeds": seeds,
-        "budgets": budgets,
-        "missing": missing,
+        "budgets": gathered["budgets"],
+        "missing": gathered["missing"],
         "column": column,
         "offline_only": not online,
     }
@@ -201,12 +322,14 @@ def build_report(
     references: dict[str, tuple[float, float]] | None = None,
     last: int = 3,
     threshold: float | None = None,
+    archives: Sequence[str | os.PathLike] = (),
 ) -> dict[str, Any]:
     """Per (config, env): the final score, the mean of the last ``last`` evaluations of each
     run (less noisy than one evaluation) and the area under the curve over seeds, each with
     mean, median and IQM and a 95% bootstrap interval, and every seed's final score.
 
     :param sweep_dirs: a sweep folder or several (see :func:`collect`).
+    :param archives: earlier reports' copied evaluations that join the runs (see :func:`collect`).
     :param threshold: also give, per seed, the env steps of the first evaluation at or above
         this score (``None`` where it never got there) and how many seeds got there (e.g.
         CartPole's solved level, 475).
@@ -216,7 +339,7 @@ def build_report(
     intervals from a bootstrap stratified by env (runs resampled within each env)."""
     if last < 1:
         raise ValueError(f"last = {last}: the number of final evaluations must be at least 1")
-    data = collect(sweep_dirs, metric)
+    data = collect(sweep_dirs, metric, archives)
     rows = []
     for config in data["configs"]:
         for env in data["envs"]:
@@ -249,6 +372,7 @@ def build_report(
         )
     return {
         "sweeps": [str(d) for d in _as_list(sweep_dirs)],
+        **({"archives": [str(a) for a in archives]} if archives else {}),
         "warnings": warnings,
         "metric": metric,
         "last_evaluations": last,
@@ -345,15 +469,21 @@ def _mean_band(runs: list[tuple[np.ndarray, np.ndarray]], seed: int, reps: int =
     return steps, mean, low, high
 
 
-def plot_curves(sweep_dirs: SweepDirs, path: str | os.PathLike, metric="eval_return"):
-    """PNG learning curves of one sweep folder or several: one panel per env, per config the
-    mean over seeds with its 95% bootstrap band. :return: the file written."""
+def plot_curves(
+    sweep_dirs: SweepDirs,
+    path: str | os.PathLike,
+    metric: str = "eval_return",
+    archives: Sequence[str | os.PathLike] = (),
+) -> Path:
+    """PNG learning curves of one sweep folder or several (and ``archives``, see
+    :func:`collect`): one panel per env, per config the mean over seeds with its 95% bootstrap
+    band. :return: the file written."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    data = collect(sweep_dirs, metric)
+    data = collect(sweep_dirs, metric, archives)
     envs = data["envs"]
     cols = min(len(envs), 3)
     rows = math.ceil(len(envs) / cols)
@@ -404,32 +534,43 @@ def plot_runs(
     return Path(path)
 
 
-EVALUATIONS_DIR = "evaluations"  # the copied per-trial curves beside a report
-
-
-def copy_evaluations(sweep_dirs: SweepDirs, out: str | os.PathLike) -> list[Path]:
-    """Copy every finished trial's ``evaluations.csv`` to ``out/evaluations/<config>_<env>_
-    seed<k>.csv``, so that a committed report carries the per-evaluation data behind its tables
-    and curves. Copies from an earlier call are replaced, so the folder always matches the report.
+def copy_evaluations(
+    sweep_dirs: SweepDirs,
+    out: str | os.PathLike,
+    archives: Sequence[str | os.PathLike] = (),
+) -> list[Path]:
+    """Copy every finished trial's ``evaluations.csv`` (and every archived run, see
+    :func:`collect`) to ``out/evaluations/<config>_<env>_seed<k>.csv``, with an ``index.json``
+    naming each file's config, env, seed and origin, so that a committed report carries the
+    per-evaluation data behind its tables and curves. The folder is written beside the old one
+    and swapped in at the end, so it always matches the report and an archive inside ``out``
+    (the earlier copies) is read before it is replaced.
 
     :return: the copied files.
     """
-    folder = Path(out) / EVALUATIONS_DIR
-    if folder.is_dir():
-        for old in folder.glob("*.csv"):
-            old.unlink()
-    folder.mkdir(parents=True, exist_ok=True)
-    copied = []
-    for sweep_dir in _as_list(sweep_dirs):
-        grid = Grid.from_json(read_manifest(sweep_dir)["grid"])
-        for trial in grid.trials(sweep_dir):
-            source = Path(trial.folder) / EVAL_CSV
-            if trial.state() != FINISHED or not source.is_file():
-                continue
-            target = folder / f"{Path(trial.config).stem}_{trial.env}_seed{trial.seed}.csv"
-            shutil.copyfile(source, target)
-            copied.append(target)
-    return copied
+    out = Path(out)
+    runs = _gather(sweep_dirs, archives)["runs"]
+    folder, fresh, old = out / EVALUATIONS_DIR, out / "evaluations.new", out / "evaluations.old"
+    for leftover in (fresh, old):
+        if leftover.exists():
+            shutil.rmtree(leftover)
+    fresh.mkdir(parents=True)
+    index = {}
+    for run in runs:
+        shutil.copyfile(run.source, fresh / run.file_name)
+        index[run.file_name] = {
+            "config": run.config,
+            "env": run.env,
+            "seed": run.seed,
+            "from": run.origin,
+        }
+    atomic_write_json(fresh / EVALUATIONS_INDEX, {"files": index})
+    if folder.exists():
+        folder.rename(old)
+    fresh.rename(folder)
+    if old.exists():
+        shutil.rmtree(old)
+    return [folder / name for name in index]
 
 
 def write_report(
@@ -441,12 +582,13 @@ def write_report(
     last: int = 3,
     threshold: float | None = None,
     evaluations: bool = False,
+    archives: Sequence[str | os.PathLike] = (),
 ) -> dict[str, Path]:
     """Write ``report.md``, ``report.json`` and (with ``plot``) ``curves.png`` into ``out``
-    (default: the sweep folder; required for several sweeps). ``references``, ``last`` and
-    ``threshold`` as for :func:`build_report`; ``evaluations`` also copies every finished
-    trial's evaluations (:func:`copy_evaluations`; only into an ``out`` outside the sweeps).
-    :return: the files by kind."""
+    (default: the sweep folder; required for several sweeps). ``references``, ``last``,
+    ``threshold`` and ``archives`` as for :func:`build_report`; ``evaluations`` also copies
+    every finished trial's evaluations (:func:`copy_evaluations`; only into an ``out`` outside
+    the sweeps). :return: the files by kind."""
     dirs = _as_list(sweep_dirs)
     if out is None:
         if len(dirs) > 1:
@@ -459,19 +601,22 @@ def write_report(
             "trials' own evaluations.csv files are already there"
         )
     out.mkdir(parents=True, exist_ok=True)
-    report = build_report(dirs, metric, references=references, last=last, threshold=threshold)
+    report = build_report(
+        dirs, metric, references=references, last=last, threshold=threshold, archives=archives
+    )
     files = {"markdown": out / "report.md", "json": out / "report.json"}
     atomic_write_text(files["markdown"], markdown_table(report))
     atomic_write_json(files["json"], report)
     if plot:
-        files["png"] = plot_curves(dirs, out / "curves.png", metric)
+        files["png"] = plot_curves(dirs, out / "curves.png", metric, archives)
     if evaluations:
-        copy_evaluations(dirs, out)
+        copy_evaluations(dirs, out, archives)
         files["evaluations"] = out / EVALUATIONS_DIR
     return files
 
 
 __all__ = [
+    "archived_runs",
     "build_report",
     "copy_evaluations",
     "markdown_table",
