@@ -962,3 +962,39 @@ def test_a_sliced_sweep_says_how_many_trials_are_left(tmp_path):
     proc = subprocess.run([*cmd, "--max_trials", "3"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "not started" not in proc.stdout
     assert len((tmp_path / "s" / "started.txt").read_text().split()) == 4
+
+
+def test_offline_table_scores_the_last_evaluations_of_every_seed(tmp_path):
+    """experiments/benchmarks/offline_table.py: each seed's mean of its last k evaluations,
+    normalised, and the mean over seeds with a bootstrap interval inside the seeds' range."""
+    folder = tmp_path / "report" / "evaluations"
+    folder.mkdir(parents=True)
+    header = "env_steps,phase,phase_step,return_mean,return_std,return_min,return_max,"
+    header += "length_mean,wall_seconds"
+    for config, seed, returns in (
+        ("crr", 0, [10, 20, 30, 40, 50, 60]),  # last 5: 40 -> normalised (40 + 100) / 200 = 70
+        ("crr", 1, [0, 0, 0, 100, 100, 100]),  # last 5: 60 -> 80
+        ("d3rlpy_iql", 1, [-100, -100]),  # 0
+    ):
+        rows = [header] + [f"0,offline,{5 * k},{r},0,0,0,1,0" for k, r in enumerate(returns)]
+        (folder / f"{config}_HalfCheetah-v5_seed{seed}.csv").write_text("\n".join(rows) + "\n")
+    extra = tmp_path / "extra" / "evaluations"
+    extra.mkdir(parents=True)
+    for config in ("crr", "d3rlpy_iql"):
+        (extra / f"{config}_HalfCheetah-v5_seed0.csv").write_text(
+            f"{header}\n0,offline,0,0,0,0,0,1,0\n"
+        )
+    script = Path(__file__).resolve().parents[1] / "experiments" / "benchmarks" / "offline_table.py"
+    cmd = [sys.executable, str(script), str(tmp_path / "report"), "--title", "toy"]
+    cmd += ["--reference=-100:100", "--extra", f"unscaled={tmp_path / 'extra'}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "| toy | seed 0 | seed 1 | mean [95% CI] | unscaled |"
+    crr = lines[2].split(" | ")
+    assert crr[:3] == ["| ours CRR-style AFBC", "70.0", "80.0"]
+    low_high = crr[3].split(" [")[1].rstrip("]").split(", ")
+    assert crr[3].startswith("75.0 [") and 70.0 <= float(low_high[0]) <= float(low_high[1]) <= 80
+    assert crr[4] == "50.0 |"  # seed 0 of the extra folder: return 0 -> 50
+    # the peer has no seed 0 here, and the extra column is left blank for peers
+    assert lines[3] == "| d3rlpy IQL | - | 0.0 | 0.0 [0.0, 0.0] |  |"

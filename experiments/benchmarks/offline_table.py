@@ -1,0 +1,102 @@
+"""The offline tables of ``experiments/benchmarks/README.md``: per method, each seed's mean of
+its last evaluations as a D4RL normalized score, and the mean over seeds with a 95% bootstrap
+interval, from a report folder written with ``sweep.py report --evaluations``.
+
+    cd experiments/benchmarks/results
+    python ../offline_table.py offline18_medium --title "medium (dataset 33.5)" \\
+        --extra "without standardisation (seed 0)=offline18_nostd_seed0/medium"
+
+The normalized score is ``100 * (return - random) / (expert - random)`` with the reference
+returns of the dataset build (``--reference``, default HalfCheetah-v5's of
+``results/offline18/reference_returns.json``). ``--extra LABEL=FOLDER`` adds a column with the
+seed-0 score of each of our methods in another report folder (blank where it has none, and for
+the peers, whose settings such a variant does not change).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from super_sac.sweep.report import archived_runs
+from super_sac.sweep.stats import stratified_bootstrap_ci
+
+# config stem -> row label, in table order
+LABELS = {
+    "bc": "ours BC",
+    "awac": "ours AWAC-style AFBC",
+    "crr": "ours CRR-style AFBC",
+    "awac_per": "ours AWAC-style AFBC + afbc_per",
+    "crr_per": "ours CRR-style AFBC + afbc_per",
+    "d3rlpy_bc": "d3rlpy BC",
+    "d3rlpy_iql": "d3rlpy IQL",
+    "d3rlpy_td3bc": "d3rlpy TD3+BC",
+    "d3rlpy_awac": "d3rlpy AWAC (temperature neutralised)",
+    "d3rlpy_awac_stock": "d3rlpy AWAC (stock)",
+}
+
+
+def last_means(
+    folder: str | Path, last: int, low: float, high: float
+) -> dict[str, dict[int, float]]:
+    """``{config: {seed: normalized mean of the last ``last`` evaluations}}`` of a report folder."""
+    out: dict[str, dict[int, float]] = {}
+    for run in archived_runs(folder):
+        with open(run.source, newline="") as f:
+            returns = [float(r["return_mean"]) for r in csv.DictReader(f)]
+        score = 100 * (float(np.mean(returns[-last:])) - low) / (high - low)
+        out.setdefault(run.config, {})[run.seed] = score
+    return out
+
+
+def table(
+    folder: str | Path,
+    title: str,
+    last: int = 5,
+    reference: tuple[float, float] = (-274.8601, 4412.4562),
+    extras: list[tuple[str, str]] | None = None,
+) -> str:
+    """The Markdown table of one report folder (see the module docstring)."""
+    scores = last_means(folder, last, *reference)
+    extra = [(label, last_means(path, last, *reference)) for label, path in extras or []]
+    seeds = sorted({s for by_seed in scores.values() for s in by_seed})
+    header = [title, *(f"seed {s}" for s in seeds), "mean [95% CI]", *(e[0] for e in extra)]
+    lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    order = [c for c in LABELS if c in scores] + sorted(c for c in scores if c not in LABELS)
+    for config in order:
+        values = [scores[config][s] for s in seeds if s in scores[config]]
+        mean, low, high = stratified_bootstrap_ci({"runs": values}, np.mean, seed=0)
+        cells = [f"{scores[config][s]:.1f}" if s in scores[config] else "-" for s in seeds]
+        cells.append(f"{mean:.1f} [{low:.1f}, {high:.1f}]")
+        for _, by_config in extra:
+            value = None if config.startswith("d3rlpy") else by_config.get(config, {}).get(0)
+            cells.append("" if value is None else f"{value:.1f}")
+        lines.append("| " + " | ".join([LABELS.get(config, config), *cells]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "folder", help="a report folder with evaluations/ (sweep.py report --evaluations)"
+    )
+    p.add_argument("--title", default="dataset", help="the first header cell")
+    p.add_argument("--last", type=int, default=5, help="evaluations averaged per seed")
+    p.add_argument(
+        "--reference",
+        default="-274.8601:4412.4562",
+        metavar="RANDOM:EXPERT",
+        help="the returns that normalise to 0 and 100",
+    )
+    p.add_argument("--extra", action="append", default=[], metavar="LABEL=FOLDER")
+    args = p.parse_args(argv)
+    low, _, high = args.reference.partition(":")
+    extras = [tuple(e.split("=", 1)) for e in args.extra]
+    print(table(args.folder, args.title, args.last, (float(low), float(high)), extras), end="")
+
+
+if __name__ == "__main__":
+    main()
