@@ -1,10 +1,14 @@
 """experiments/offline/build_datasets.py: a rebuild with the same seeds writes the same bytes,
---verify names a changed file, --medium_checkpoint forces the medium agent, and medium-replay is
-the training run's replay up to the medium checkpoint (super_sac.replay.replay_episodes)."""
+--verify names a changed file, --medium_checkpoint forces the medium agent, medium-replay is the
+training run's replay up to the medium checkpoint (super_sac.replay.replay_episodes), and
+--numerics portable fixes MKL's code branch and torch's kernel level (or says why it cannot)."""
 
 import importlib.util
 import json
+import platform
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +47,9 @@ def script():
 def builds(script, tmp_path_factory):
     """The tiny build twice, into two folders, with the same seeds."""
     outs = [tmp_path_factory.mktemp(f"build{i}") for i in range(2)]
-    refs = [script.main(["--out", str(out), "--envs", ENV])[ENV] for out in outs]
+    # native numerics: the test process has computed with MKL already (see the portable test)
+    argv = ["--envs", ENV, "--numerics", "native"]
+    refs = [script.main(["--out", str(out), *argv])[ENV] for out in outs]
     return outs, refs
 
 
@@ -62,6 +68,7 @@ def test_the_same_seeds_write_byte_identical_files(builds):
     assert build["train"]["seed"] == 0 and build["train"]["threads"] == 1
     assert build["record_seed"] == 0 and build["record_threads"] == 1
     assert build["train"]["device"] == "cpu"
+    assert build["numerics"]["mode"] == "native" and build["processor"]
 
 
 def script_sha(path):
@@ -87,6 +94,80 @@ def test_verify_passes_then_names_the_changed_file(script, builds, tmp_path):
     target.unlink()
     with pytest.raises(script.ChecksumError, match=f"{target}: missing"):
         script.verify(out)
+
+
+def test_verify_against_another_machines_record_names_the_numerics(script, builds, tmp_path):
+    out = tmp_path / "copy"
+    shutil.copytree(builds[0][0], out)
+    other = builds[0][1] / "reference_returns.json"  # the second build's record: same bytes
+    assert len(script.verify(out, expect=other)) == 12
+    assert script.main(["--verify", "--out", str(out), "--expect", str(other)]) == {}
+    record = json.loads(other.read_text())
+    del record[ENV]["build"]["numerics"]  # as the first issue-18 build, which had no such entry
+    record[ENV]["build"]["processor"] = "Some Older CPU"
+    record[ENV]["datasets"]["expert"]["sha256"]["npz/pendulum-expert.npz"] = "0" * 64
+    (tmp_path / "old.json").write_text(json.dumps(record))
+    with pytest.raises(script.ChecksumError) as err:
+        script.verify(out, expect=tmp_path / "old.json")
+    message = str(err.value)
+    assert message.startswith("1 dataset file(s) do not match") and "pendulum-expert.npz" in message
+    assert "built with native (not recorded) numerics on Some Older CPU" in message
+    assert "a --numerics portable build does not" in message
+
+
+PORTABLE_BUILD = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("b", sys.argv[1])
+b = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(b)
+b.ENVS = {"Pendulum-v1": json.loads(sys.argv[3])}
+b.main(["--out", sys.argv[2], "--envs", "Pendulum-v1"])  # --numerics portable by default
+"""
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="MKL runs on x86-64")
+def test_a_portable_build_fixes_the_numerics_and_changes_only_what_networks_made(builds, tmp_path):
+    """In a fresh process (MKL's branch can only be fixed before it computes) the default build
+    runs MKL's COMPATIBLE branch and torch's AVX2 kernels: the random dataset is the native
+    build's byte for byte, while every dataset a network produced differs in its floats."""
+    path = ROOT / "experiments/offline/build_datasets.py"
+    cmd = [sys.executable, "-c", PORTABLE_BUILD, str(path), str(tmp_path), json.dumps(TINY)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    portable = json.loads((tmp_path / "reference_returns.json").read_text())[ENV]
+    assert portable["build"]["numerics"] == {
+        "mode": "portable",
+        "MKL_CBWR": "COMPATIBLE,STRICT",
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "mkl_branch": 3,
+        "torch_cpu_capability": "AVX2",
+    }
+    native = builds[0][1]
+    sums = {q: d["sha256"] for q, d in portable["datasets"].items()}
+    native_sums = {q: d["sha256"] for q, d in builds[1][1]["datasets"].items()}
+    assert sums["random"] == native_sums["random"]
+    for quality in ("medium", "medium-replay", "expert"):
+        npz = f"npz/pendulum-{quality}.npz"
+        assert sums[quality][npz] != native_sums[quality][npz], quality
+    assert (native / "npz/pendulum-random.npz").read_bytes() == (
+        tmp_path / "npz/pendulum-random.npz"
+    ).read_bytes()
+
+
+def test_portable_numerics_refuse_what_would_not_be_portable(script, monkeypatch, tmp_path):
+    import torch
+
+    monkeypatch.setenv("MKL_CBWR", "AUTO")
+    with pytest.raises(SystemExit, match="already has {'MKL_CBWR': 'AUTO'}"):
+        script.set_numerics("portable")
+    monkeypatch.delenv("MKL_CBWR")
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    if script._mkl_service() is None:
+        pytest.skip("this torch has no MKL")
+    torch.ones(32, 32) @ torch.ones(32, 32)  # MKL has computed in this process
+    with pytest.raises(SystemExit, match="computed with MKL before.*fresh process"):
+        script.main(["--out", str(tmp_path), "--envs", ENV])
+    assert not (tmp_path / "agents").exists()  # refused before building anything
 
 
 def test_medium_replay_is_the_run_up_to_the_medium_checkpoint(builds):
@@ -124,6 +205,7 @@ def test_medium_checkpoint_option_forces_the_choice(script, builds, tmp_path):
     out = tmp_path / "copy"
     shutil.copytree(builds[0][0], out)
     argv = ["--out", str(out), "--envs", ENV, "--stage", "record", "--overwrite"]
+    argv += ["--numerics", "native"]
     ref = script.main(argv + ["--medium_checkpoint", f"{ENV}=300"])[ENV]
     assert ref["medium_checkpoint"]["env_steps"] == 300
     assert ref["medium_checkpoint"]["chosen_by"] == "--medium_checkpoint"

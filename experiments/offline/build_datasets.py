@@ -24,10 +24,17 @@ expert datasets. Our datasets are smaller than D4RL's (1M transitions) and come 
 runs: see ``ENVS``.
 
 Reproducibility: training and recording use fixed seeds (``--seed``, ``--record_seed``), a fixed
-torch thread count (``--threads``) and the CPU, so the same command on the same machine and
-library versions writes byte-identical ``.npz`` files. ``reference_returns.json`` records the
-seeds, the thread count, the versions, the medium checkpoint (path, step, evaluation return, how
-it was chosen) and the SHA-256 of every written file, which ``--verify`` checks.
+torch thread count (``--threads``), the CPU and, by default, portable numerics (``--numerics
+portable``): MKL's conditional numerical reproducibility on its SSE2 code path
+(``MKL_CBWR=COMPATIBLE,STRICT``, the one branch MKL keeps identical on Intel and AMD processors)
+and torch's AVX2 kernels (``ATEN_CPU_CAPABILITY=avx2``). Without them (``--numerics native``) MKL
+picks its matrix kernels by processor, and a SAC run of 100,000 steps on another CPU ends in
+other weights: the datasets of the first issue-18 build, made that way, could not be rebuilt on
+the next machine (the random dataset matched; every dataset a network produced differed). The
+portable build trains about 2-3 times slower. ``reference_returns.json`` records the seeds, the
+thread count, the numerics, the processor, the versions, the medium checkpoint (path, step,
+evaluation return, how it was chosen) and the SHA-256 of every written file, which ``--verify``
+checks (against another machine's file with ``--expect``).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +67,9 @@ ENVS: dict[str, dict[str, int]] = {
 QUALITIES = ("random", "medium", "medium-replay", "expert")
 MEDIUM_FRACTION = 0.4
 REFERENCE_FILE = "reference_returns.json"
+# environment variables that make the training and recording subprocesses compute the same
+# floats on any x86-64 CPU with AVX2 (see the module docstring)
+PORTABLE_NUMERICS = {"MKL_CBWR": "COMPATIBLE,STRICT", "ATEN_CPU_CAPABILITY": "avx2"}
 
 
 class ChecksumError(ValueError):
@@ -79,6 +90,88 @@ def run_dir(out: Path, env_id: str) -> Path:
 def relative_to(path: Path, out: Path) -> str:
     """``path`` relative to the build folder when inside it, else absolute."""
     return str(path.relative_to(out)) if path.is_relative_to(out) else str(path)
+
+
+# ------------------------------------------------------------------------------ numerics
+MKL_CBWR_BRANCH, MKL_CBWR_COMPATIBLE, MKL_CBWR_STRICT = 1, 3, 0x10000  # MKL's CNR constants
+
+
+def _mkl_service():
+    """MKL's CNR service functions inside torch's CPU library (``None`` without MKL)."""
+    import ctypes
+
+    import torch
+
+    for lib in sorted((Path(torch.__file__).parent / "lib").glob("libtorch_cpu*")):
+        try:
+            handle = ctypes.CDLL(str(lib))
+        except OSError:
+            continue
+        if hasattr(handle, "mkl_serv_cbwr_set"):
+            return handle
+    return None
+
+
+def set_numerics(mode: str) -> dict[str, Any]:
+    """Fix (``portable``) or leave (``native``) the processor-dependent numerics of this process
+    before it computes anything: MKL's code branch (``MKL_CBWR``, also set through MKL's
+    ``mkl_cbwr_set``, which fails once MKL has computed) and torch's kernel level
+    (``ATEN_CPU_CAPABILITY``, read at the first computation).
+
+    :raises SystemExit: when a portable build cannot be had: one of the variables is already set
+        to another value, MKL computed before the call (run the script in a fresh process), or
+        torch has no MKL or the CPU no AVX2 (build with ``--numerics native``).
+    :return: what the build ran with, for ``reference_returns.json``.
+    """
+    import torch
+
+    mkl = _mkl_service()
+    if mode == "portable":
+        clash = {
+            k: os.environ[k] for k, v in PORTABLE_NUMERICS.items() if os.environ.get(k, v) != v
+        }
+        if clash:
+            raise SystemExit(
+                f"error: --numerics portable sets {PORTABLE_NUMERICS}, but the environment "
+                f"already has {clash}. Fix: unset them, or pass --numerics native"
+            )
+        if mkl is None:
+            raise SystemExit(
+                "error: --numerics portable fixes MKL's code branch, and this torch has no MKL "
+                "(not an x86-64 build?). Fix: pass --numerics native"
+            )
+        os.environ.update(PORTABLE_NUMERICS)
+        code = mkl.mkl_serv_cbwr_set(MKL_CBWR_COMPATIBLE | MKL_CBWR_STRICT)
+        if code != 0 and mkl.mkl_serv_cbwr_get(MKL_CBWR_BRANCH) != MKL_CBWR_COMPATIBLE:
+            raise SystemExit(
+                f"error: MKL's code branch could not be fixed (mkl_cbwr_set returned {code}): "
+                "this process computed with MKL before. Fix: run build_datasets.py in a fresh "
+                "process, or pass --numerics native"
+            )
+        if torch.backends.cpu.get_cpu_capability() != "AVX2":
+            raise SystemExit(
+                "error: --numerics portable runs torch's AVX2 kernels, but torch uses "
+                f"{torch.backends.cpu.get_cpu_capability()} here (a CPU without AVX2, or torch "
+                "computed before the call). Fix: a fresh process on an AVX2 CPU, or --numerics "
+                "native"
+            )
+    return {
+        "mode": mode,
+        **{k: os.environ.get(k) for k in PORTABLE_NUMERICS},
+        "mkl_branch": None if mkl is None else mkl.mkl_serv_cbwr_get(MKL_CBWR_BRANCH),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
+
+
+def host_processor() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 # ------------------------------------------------------------------------------ training
@@ -327,6 +420,8 @@ def record_env(
             "train": {**training_settings(folder), **ENVS[env_id]},
             "record_seed": seed,
             "record_threads": threads,
+            "numerics": args.numerics_record,
+            "processor": host_processor(),
             "versions": library_versions(),
         },
         "datasets": {
@@ -361,15 +456,18 @@ def library_versions() -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------ verification
-def verify(out: Path, envs: list[str] | None = None) -> list[str]:
+def verify(out: Path, envs: list[str] | None = None, expect: Path | None = None) -> list[str]:
     """Check every dataset file against the SHA-256 ``reference_returns.json`` records.
 
     :param out: the build folder.
     :param envs: the envs to check (None: every env of the file).
+    :param expect: check against this ``reference_returns.json`` instead of the build folder's
+        own, e.g. the committed record of the build a benchmark table used.
     :return: one line per file checked.
-    :raises ChecksumError: naming each file that is missing or differs, and the fix.
+    :raises ChecksumError: naming each file that is missing or differs, and the fix (with the
+        recorded numerics and processor when those explain a difference).
     """
-    ref_file = out / REFERENCE_FILE
+    ref_file = expect if expect is not None else out / REFERENCE_FILE
     if not ref_file.exists():
         raise ChecksumError(f"no {ref_file}. Fix: build the datasets first (--stage all)")
     refs = json.loads(ref_file.read_text())
@@ -401,8 +499,26 @@ def verify(out: Path, envs: list[str] | None = None) -> list[str]:
             + "\n  ".join(problems)
             + "\nFix: restore the files, or rebuild them with --stage record --overwrite "
             "(with the recorded --medium_checkpoint to reproduce the same choice)"
+            + "".join(_numerics_hints(refs, envs))
         )
     return lines
+
+
+def _numerics_hints(refs: dict[str, Any], envs: list[str] | None) -> list[str]:
+    """Why a rebuild may differ: a recorded build without portable numerics, or on another
+    processor."""
+    hints = []
+    for env_id in envs or list(refs):
+        build = refs.get(env_id, {}).get("build", {})
+        numerics = build.get("numerics", {"mode": "native (not recorded)"})
+        if numerics.get("mode") != "portable":
+            hints.append(
+                f"\n{env_id} was built with {numerics['mode']} numerics on "
+                f"{build.get('processor', 'an unrecorded processor')} (this one: "
+                f"{host_processor()}): its networks' floats depend on the processor, so a "
+                "rebuild elsewhere gives other files; a --numerics portable build does not"
+            )
+    return hints
 
 
 # ------------------------------------------------------------------------------ command line
@@ -426,9 +542,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(35000) or a checkpoint folder (as reference_returns.json records it); repeatable",
     )
     p.add_argument(
+        "--numerics",
+        choices=["portable", "native"],
+        default="portable",
+        help="portable: the same floats on any x86-64 CPU with AVX2 (MKL_CBWR=COMPATIBLE,STRICT, "
+        "ATEN_CPU_CAPABILITY=avx2; 2-3x slower training); native: the fastest kernels of this CPU",
+    )
+    p.add_argument(
         "--verify",
         action="store_true",
         help="rebuild nothing: check the files against the recorded checksums",
+    )
+    p.add_argument(
+        "--expect",
+        default=None,
+        metavar="REFERENCE_JSON",
+        help="with --verify: check against this reference_returns.json (e.g. a committed one) "
+        "instead of the build folder's own",
     )
     return p.parse_args(argv)
 
@@ -437,9 +567,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     out = Path(args.out).resolve()
     if args.verify:
-        lines = verify(out, args.envs)
-        print("\n".join(lines) + f"\nall {len(lines)} files match {out / REFERENCE_FILE}")
+        expect = Path(args.expect) if args.expect else None
+        lines = verify(out, args.envs, expect)
+        print("\n".join(lines) + f"\nall {len(lines)} files match {expect or out / REFERENCE_FILE}")
         return {}
+    args.numerics_record = set_numerics(args.numerics)
     envs = args.envs or list(ENVS)
     unknown = [e for e in envs if e not in ENVS]
     if unknown:
