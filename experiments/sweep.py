@@ -126,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
         "gone; may be the --out folder itself (repeatable)",
     )
     report.add_argument(
+        "--replace_evaluations",
+        action="store_true",
+        help="with --evaluations: allow dropping runs OUT/evaluations holds and this report "
+        "does not (refused without it; --archive OUT keeps them)",
+    )
+    report.add_argument(
         "--reference",
         action="append",
         default=[],
@@ -204,6 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         threshold=args.threshold,
         evaluations=args.evaluations,
         archives=args.archive,
+        replace_evaluations=args.replace_evaluations,
     )
     print(Path(files["markdown"]).read_text())
     print(f"report: {', '.join(str(f) for f in files.values())}")

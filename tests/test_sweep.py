@@ -486,6 +486,14 @@ def test_a_report_can_carry_every_trials_evaluations(tmp_path):
     assert sorted(p.name for p in (tmp_path / "cli" / "evaluations").glob("*.csv")) == copied[:2]
 
 
+def _config(tmp_path, name="sac.gin", text="super_sac.batch_size = 256\n"):
+    """A real config file (its SHA-256 goes into the manifest: pooling sweeps needs it)."""
+    path = tmp_path / "cfg" / name
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    return str(path)
+
+
 def test_more_seeds_join_a_committed_report_whose_sweep_is_gone(tmp_path):
     import json
     import shutil
@@ -494,14 +502,14 @@ def test_more_seeds_join_a_committed_report_whose_sweep_is_gone(tmp_path):
 
     table = tmp_path / "table"
     write_report(
-        _fake_sweep(tmp_path, "ours", ["sac.gin"], seeds="0,1"),
+        _fake_sweep(tmp_path, "ours", [_config(tmp_path)], seeds="0,1"),
         out=table,
         plot=False,
         evaluations=True,
     )
     seed0 = (table / "evaluations" / "sac_Pendulum-v1_seed0.csv").read_bytes()
     shutil.rmtree(tmp_path / "ours")  # the sweep folder is gone; the committed report is not
-    more = _fake_sweep(tmp_path, "more", ["sac.gin"], seeds="2")
+    more = _fake_sweep(tmp_path, "more", [_config(tmp_path)], seeds="2")
     # the report folder is its own archive: read before its evaluations are replaced
     files = write_report(more, out=table, archives=[table], evaluations=True)
     (row,) = build_report(more, archives=[table])["rows"]
@@ -512,39 +520,92 @@ def test_more_seeds_join_a_committed_report_whose_sweep_is_gone(tmp_path):
     assert "| sac | Pendulum-v1 | 3 |" in files["markdown"].read_text()
     assert (table / "evaluations" / "sac_Pendulum-v1_seed0.csv").read_bytes() == seed0
     index = json.loads((table / "evaluations" / "index.json").read_text())["files"]
-    assert index["sac_Pendulum-v1_seed2.csv"] == {
+    assert {k: v for k, v in index["sac_Pendulum-v1_seed2.csv"].items() if k != "identity"} == {
         "config": "sac",
         "env": "Pendulum-v1",
         "seed": 2,
         "from": str(more),
     }
-    assert index["sac_Pendulum-v1_seed0.csv"]["from"] == str(table)
+    identity = index["sac_Pendulum-v1_seed2.csv"]["identity"]
+    assert identity["script"] == "train_gym.py" and identity["gin_bindings"] == []
+    # an archived run keeps the sweep it ran in
+    assert index["sac_Pendulum-v1_seed0.csv"]["from"] == str(tmp_path / "ours")
     assert not (table / "evaluations.new").exists() and not (table / "evaluations.old").exists()
     # again: seed 2 is now in the archive and the sweep with the same evaluations, kept once
     (row,) = build_report(more, archives=[table])["rows"]
     assert row["final"]["n"] == 3
-    # an archive without index.json (copied before it existed): names are parsed
-    legacy = tmp_path / "legacy"
+    # an archive without index.json (copied before it existed): names are parsed, and the
+    # report warns that the runs' settings are unknown
+    legacy = tmp_path / "legacy" / "evaluations"
     shutil.copytree(table / "evaluations", legacy)
     (legacy / "index.json").unlink()
     (legacy / "sac_Pendulum-v1_seed2.csv").rename(legacy / "peer_sac_Pendulum-v1_seed2.csv")
-    rows = build_report(more, archives=[legacy])["rows"]
-    assert [(r["config"], r["final"]["n"]) for r in rows] == [("sac", 3), ("peer_sac", 1)]
-    # the same run with different evaluations is refused, naming both places
+    report = build_report(more, archives=[legacy.parent])
+    assert [(r["config"], r["final"]["n"]) for r in report["rows"]] == [("sac", 3), ("peer_sac", 1)]
+    (warning,) = report["warnings"]
+    assert "records no settings for peer_sac, sac" in warning
+    # the same run with different evaluations is refused, naming both files
     changed = (legacy / "sac_Pendulum-v1_seed1.csv").read_text().replace(",60,", ",61,")
     (legacy / "sac_Pendulum-v1_seed1.csv").write_text(changed)
-    with pytest.raises(ValueError, match="seed 1 is in both .*table.* and .*legacy.* different"):
+    with pytest.raises(ValueError, match="seed 1 has different evaluations in .*table.*legacy"):
         build_report(more, archives=[table, legacy])
     (legacy / "notes.csv").write_text("x\n")
     with pytest.raises(ValueError, match="must be named <config>_<env>_seed<k>.csv"):
         build_report(more, archives=[legacy])
-    with pytest.raises(FileNotFoundError, match="not a folder"):
+    with pytest.raises(FileNotFoundError, match="has no evaluations/ folder"):
         build_report(more, archives=[tmp_path / "nowhere"])
+    # a trial that did not finish but that an archive supplies is not listed as left out
+    unfinished = _fake_sweep(tmp_path, "unfinished", [_config(tmp_path)], seeds="0,2")
+    (unfinished / "sac" / "Pendulum-v1" / "seed_0" / "summary.json").unlink()
+    assert build_report(unfinished)["unfinished_trials"] == ["sac/Pendulum-v1/seed_0"]
+    assert build_report(unfinished, archives=[table])["unfinished_trials"] == []
     cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
     cmd += ["report", str(more), "--archive", str(table), "--out", str(tmp_path / "cli")]
     proc = subprocess.run([*cmd, "--no_plot"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "| sac | Pendulum-v1 | 0: 30.0, 1: 60.0, 2: 90.0 |" in proc.stdout
+
+
+def test_copied_evaluations_are_never_dropped_or_lost(tmp_path):
+    import shutil
+
+    from super_sac.sweep.report import archived_runs, write_report
+
+    table = tmp_path / "table"
+    ours = _fake_sweep(tmp_path, "ours", [_config(tmp_path)], seeds="0,1")
+    write_report(ours, out=table, plot=False, evaluations=True)
+    report_md = (table / "report.md").read_text()
+    more = _fake_sweep(tmp_path, "more", [_config(tmp_path)], seeds="2")
+    # a report of the new sweep alone would drop seeds 0 and 1 from the folder: refused, and
+    # the old report is left as it was
+    with pytest.raises(ValueError, match="sac_Pendulum-v1_seed0.csv, sac_Pendulum-v1_seed1.csv"):
+        write_report(more, out=table, plot=False, evaluations=True)
+    assert (table / "report.md").read_text() == report_md
+    assert len(archived_runs(table)) == 2
+    # a copy that died between moving the old folder aside and moving the new one in
+    (table / "evaluations").rename(table / "evaluations.old")
+    (table / "evaluations.new").mkdir()
+    (table / "evaluations.new" / "sac_Pendulum-v1_seed0.csv").write_text("partial\n")
+    assert [r.seed for r in archived_runs(table)] == [0, 1]  # moved back, then read
+    (table / "evaluations").rename(table / "evaluations.old")
+    files = write_report(more, out=table, plot=False, evaluations=True, archives=[table])
+    assert sorted(p.name for p in files["evaluations"].glob("*.csv")) == [
+        f"sac_Pendulum-v1_seed{k}.csv" for k in range(3)
+    ]
+    assert not (table / "evaluations.new").exists() and not (table / "evaluations.old").exists()
+    # dropping on purpose
+    files = write_report(more, out=table, plot=False, evaluations=True, replace_evaluations=True)
+    assert [p.name for p in files["evaluations"].glob("*.csv")] == ["sac_Pendulum-v1_seed2.csv"]
+    # two runs whose file names would collide are refused before anything is copied
+    shutil.rmtree(table)
+    a = _fake_sweep(tmp_path, "a", ["x_y.gin"], seeds="0")
+    b = _fake_sweep(tmp_path, "b", ["x.gin"], seeds="0")
+    (b / "x" / "Pendulum-v1").rename(b / "x" / "y_Pendulum-v1")
+    manifest = (b / "manifest.json").read_text().replace('"Pendulum-v1"', '"y_Pendulum-v1"')
+    (b / "manifest.json").write_text(manifest)
+    with pytest.raises(ValueError, match="would both be copied to x_y_Pendulum-v1_seed0.csv"):
+        write_report([a, b], out=table, plot=False, evaluations=True)
+    assert not (table / "evaluations").exists()
 
 
 def test_more_seeds_of_one_config_can_come_from_a_second_sweep(tmp_path):
@@ -560,8 +621,24 @@ def test_more_seeds_of_one_config_can_come_from_a_second_sweep(tmp_path):
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "sac.gin").write_text("super_sac.batch_size = 512\n")
     other = _fake_sweep(tmp_path, "other_sweep", [str(tmp_path / "other" / "sac.gin")], "3")
-    with pytest.raises(ValueError, match="'sac' is in both .*same file"):
+    with pytest.raises(ValueError, match="'sac' is in both .*other settings .*config_sha256"):
         build_report([first, other])
+    # so is the same file run with other gin bindings (or script arguments, or steps)
+    from super_sac.sweep.grid import Grid, write_manifest
+
+    bound = tmp_path / "bound"
+    config = str(tmp_path / "cfg" / "sac.gin")
+    write_manifest(bound, Grid.make([config], ["Pendulum-v1"], "5", None, ["Agent.x = 1"]))
+    with pytest.raises(ValueError, match=r"other settings \(gin_bindings: \[\] against"):
+        build_report([first, bound])
+    # an archived run carries its settings, and is held to them too
+    from super_sac.sweep.report import write_report
+
+    write_report([first, second], out=tmp_path / "table", plot=False, evaluations=True)
+    with pytest.raises(ValueError, match="'sac' is in both .*bound.* and .*table"):
+        build_report(bound, archives=[tmp_path / "table"])
+    (row,) = build_report(second, archives=[tmp_path / "table"])["rows"]
+    assert row["final"]["n"] == 3
 
 
 def test_run_dir_is_the_exact_run_folder_and_is_never_reused(tmp_path):

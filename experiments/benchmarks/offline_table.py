@@ -43,8 +43,14 @@ def last_means(
     folder: str | Path, last: int, low: float, high: float
 ) -> dict[str, dict[int, float]]:
     """``{config: {seed: normalized mean of the last ``last`` evaluations}}`` of a report folder."""
+    if last < 1:
+        raise SystemExit(f"error: --last {last}: average at least the final evaluation")
+    runs = archived_runs(folder)
+    envs = sorted({run.env for run in runs})
+    if len(envs) > 1:
+        raise SystemExit(f"error: {folder} holds runs on {envs}: a table is of one env")
     out: dict[str, dict[int, float]] = {}
-    for run in archived_runs(folder):
+    for run in runs:
         with open(run.source, newline="") as f:
             returns = [float(r["return_mean"]) for r in csv.DictReader(f)]
         score = 100 * (float(np.mean(returns[-last:])) - low) / (high - low)
@@ -94,6 +100,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--extra", action="append", default=[], metavar="LABEL=FOLDER")
     args = p.parse_args(argv)
     low, _, high = args.reference.partition(":")
+    if any("=" not in e for e in args.extra):
+        p.error("--extra takes LABEL=FOLDER")
     extras = [tuple(e.split("=", 1)) for e in args.extra]
     print(table(args.folder, args.title, args.last, (float(low), float(high)), extras), end="")
 

@@ -31,7 +31,10 @@ and torch's AVX2 kernels (``ATEN_CPU_CAPABILITY=avx2``). Without them (``--numer
 picks its matrix kernels by processor, and a SAC run of 100,000 steps on another CPU ends in
 other weights: the datasets of the first issue-18 build, made that way, could not be rebuilt on
 the next machine (the random dataset matched; every dataset a network produced differed). The
-portable build trains about 2-3 times slower. ``reference_returns.json`` records the seeds, the
+portable build trains about 2-3 times slower. numpy's, oneDNN's and the C library's own
+processor dispatch are not pinned (no difference from them was seen), and that a portable build
+on a second processor writes the same bytes is still to be checked (``--verify --expect`` on the
+next machine). ``reference_returns.json`` records the seeds, the
 thread count, the numerics, the processor, the versions, the medium checkpoint (path, step,
 evaluation return, how it was chosen) and the SHA-256 of every written file, which ``--verify``
 checks (against another machine's file with ``--expect``).
@@ -67,8 +70,9 @@ ENVS: dict[str, dict[str, int]] = {
 QUALITIES = ("random", "medium", "medium-replay", "expert")
 MEDIUM_FRACTION = 0.4
 REFERENCE_FILE = "reference_returns.json"
-# environment variables that make the training and recording subprocesses compute the same
-# floats on any x86-64 CPU with AVX2 (see the module docstring)
+NUMERICS_FILE = "numerics.json"  # in a training run's folder: set_numerics' record
+# the settings that fix MKL's code branch and torch's kernel level for this process's training
+# and recording (see the module docstring and set_numerics)
 PORTABLE_NUMERICS = {"MKL_CBWR": "COMPATIBLE,STRICT", "ATEN_CPU_CAPABILITY": "avx2"}
 
 
@@ -102,7 +106,8 @@ def _mkl_service():
 
     import torch
 
-    for lib in sorted((Path(torch.__file__).parent / "lib").glob("libtorch_cpu*")):
+    folder = Path(torch.__file__).parent / "lib"
+    for lib in sorted([*folder.glob("libtorch_cpu*"), *folder.glob("torch_cpu*.dll")]):
         try:
             handle = ctypes.CDLL(str(lib))
         except OSError:
@@ -140,7 +145,6 @@ def set_numerics(mode: str) -> dict[str, Any]:
                 "error: --numerics portable fixes MKL's code branch, and this torch has no MKL "
                 "(not an x86-64 build?). Fix: pass --numerics native"
             )
-        os.environ.update(PORTABLE_NUMERICS)
         code = mkl.mkl_serv_cbwr_set(MKL_CBWR_COMPATIBLE | MKL_CBWR_STRICT)
         if code != 0 and mkl.mkl_serv_cbwr_get(MKL_CBWR_BRANCH) != MKL_CBWR_COMPATIBLE:
             raise SystemExit(
@@ -148,7 +152,12 @@ def set_numerics(mode: str) -> dict[str, Any]:
                 "this process computed with MKL before. Fix: run build_datasets.py in a fresh "
                 "process, or pass --numerics native"
             )
+        before = {k: os.environ.get(k) for k in PORTABLE_NUMERICS}
+        os.environ.update(PORTABLE_NUMERICS)
         if torch.backends.cpu.get_cpu_capability() != "AVX2":
+            for k, v in before.items():
+                if v is None:
+                    os.environ.pop(k, None)
             raise SystemExit(
                 "error: --numerics portable runs torch's AVX2 kernels, but torch uses "
                 f"{torch.backends.cpu.get_cpu_capability()} here (a CPU without AVX2, or torch "
@@ -175,7 +184,9 @@ def host_processor() -> str:
 
 
 # ------------------------------------------------------------------------------ training
-def train_agent(out: Path, env_id: str, seed: int, threads: int) -> Path:
+def train_agent(
+    out: Path, env_id: str, seed: int, threads: int, numerics: dict[str, Any] | None = None
+) -> Path:
     """Train SAC on ``env_id`` on the CPU with ``threads`` torch threads, a checkpoint and an
     evaluation at every interval, all checkpoints kept (each holds the replay buffer up to its
     step) and a replay buffer larger than the run, so no transition is overwritten.
@@ -183,6 +194,7 @@ def train_agent(out: Path, env_id: str, seed: int, threads: int) -> Path:
     :param out: the build folder; the run goes to :func:`run_dir`.
     :param seed: the run's seed (env, networks, sampling).
     :param threads: torch CPU threads.
+    :param numerics: :func:`set_numerics`'s record, written beside the run (``numerics.json``).
     :return: the run directory.
     """
     import gin
@@ -208,7 +220,29 @@ def train_agent(out: Path, env_id: str, seed: int, threads: int) -> Path:
     gin.clear_config()
     cli.train_gym(argv + [x for b in bindings for x in ("--gin_bindings", b)], search_dirs=[GYM])
     gin.clear_config()
+    if numerics is not None:
+        (folder / NUMERICS_FILE).write_text(json.dumps(numerics, indent=1) + "\n")
     return folder
+
+
+def check_numerics(folder: Path, numerics: dict[str, Any]) -> dict[str, Any] | None:
+    """The numerics the agents in ``folder`` were trained with (``None``: not recorded, a run
+    trained before they were).
+
+    :raises SystemExit: when they differ from the record stage's (``numerics``): the datasets
+        would mix two numerics and match neither build.
+    """
+    path = folder / NUMERICS_FILE
+    if not path.is_file():
+        return None
+    trained = json.loads(path.read_text())
+    if trained["mode"] != numerics["mode"]:
+        raise SystemExit(
+            f"error: the agents in {folder} were trained with --numerics {trained['mode']}, and "
+            f"this record stage runs --numerics {numerics['mode']}. Fix: record with "
+            f"--numerics {trained['mode']}"
+        )
+    return trained
 
 
 def training_settings(folder: Path) -> dict[str, Any]:
@@ -394,6 +428,7 @@ def record_env(
     """Record the four datasets of ``env_id``; :return: its entry of ``reference_returns.json``."""
     folder = run_dir(out, env_id)
     seed, threads = args.record_seed, args.threads
+    trained_numerics = check_numerics(folder, args.numerics_record)
     summaries = {
         "random": record_quality(out, env_id, "random", "random", seed, threads, args.overwrite)
     }
@@ -417,7 +452,11 @@ def record_env(
         "medium_agent_eval_return": medium["eval_return"],
         "medium_checkpoint": {**medium, "path": medium_rel},
         "build": {
-            "train": {**training_settings(folder), **ENVS[env_id]},
+            "train": {
+                **training_settings(folder),
+                **ENVS[env_id],
+                "numerics": trained_numerics or "not recorded",
+            },
             "record_seed": seed,
             "record_threads": threads,
             "numerics": args.numerics_record,
@@ -471,7 +510,7 @@ def verify(out: Path, envs: list[str] | None = None, expect: Path | None = None)
     if not ref_file.exists():
         raise ChecksumError(f"no {ref_file}. Fix: build the datasets first (--stage all)")
     refs = json.loads(ref_file.read_text())
-    lines, problems = [], []
+    lines, problems, differing = [], [], []
     for env_id in envs or list(refs):
         if env_id not in refs:
             problems.append(f"{env_id}: not in {ref_file} (it holds {sorted(refs)})")
@@ -487,6 +526,7 @@ def verify(out: Path, envs: list[str] | None = None, expect: Path | None = None)
                     continue
                 actual = sha256_file(path)
                 if actual != expected:
+                    differing.append(env_id)
                     problems.append(
                         f"{path}: sha256 {actual} differs from the recorded {expected} "
                         f"({env_id} {quality})"
@@ -499,25 +539,39 @@ def verify(out: Path, envs: list[str] | None = None, expect: Path | None = None)
             + "\n  ".join(problems)
             + "\nFix: restore the files, or rebuild them with --stage record --overwrite "
             "(with the recorded --medium_checkpoint to reproduce the same choice)"
-            + "".join(_numerics_hints(refs, envs))
+            + "".join(_numerics_hints(refs, out, sorted(set(differing))))
         )
     return lines
 
 
-def _numerics_hints(refs: dict[str, Any], envs: list[str] | None) -> list[str]:
-    """Why a rebuild may differ: a recorded build without portable numerics, or on another
-    processor."""
+def _numerics_hints(refs: dict[str, Any], out: Path, envs: list[str]) -> list[str]:
+    """Why the files of ``envs`` may differ from the record ``refs``: the numerics and processor
+    it was built with, against those of the files on disk (``out``'s own record, when there is
+    one), when either build was not portable or they differ."""
+    local_file = out / REFERENCE_FILE
+    local = json.loads(local_file.read_text()) if local_file.is_file() else {}
+
+    def describe(build: dict[str, Any]) -> tuple[str, str]:
+        mode = build.get("numerics", {}).get("mode", "native (not recorded)")
+        return mode, build.get("processor", "an unrecorded processor")
+
     hints = []
-    for env_id in envs or list(refs):
-        build = refs.get(env_id, {}).get("build", {})
-        numerics = build.get("numerics", {"mode": "native (not recorded)"})
-        if numerics.get("mode") != "portable":
+    for env_id in envs:
+        expected = describe(refs[env_id].get("build", {}))
+        here = describe(local[env_id].get("build", {})) if env_id in local else None
+        if here is not None and expected[0] == here[0] == "portable":
             hints.append(
-                f"\n{env_id} was built with {numerics['mode']} numerics on "
-                f"{build.get('processor', 'an unrecorded processor')} (this one: "
-                f"{host_processor()}): its networks' floats depend on the processor, so a "
-                "rebuild elsewhere gives other files; a --numerics portable build does not"
+                f"\n{env_id}: both builds used portable numerics ({expected[1]}; {here[1]}): "
+                "compare the library versions the two records hold"
             )
+            continue
+        hints.append(
+            f"\n{env_id}: the record was built with {expected[0]} numerics on {expected[1]}"
+            + (f", the files here with {here[0]} numerics on {here[1]}" if here else "")
+            + f" (this machine: {host_processor()}). Native numerics make the networks' floats "
+            "depend on the processor, so a rebuild elsewhere writes other files; a --numerics "
+            "portable build does not"
+        )
     return hints
 
 
@@ -545,8 +599,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--numerics",
         choices=["portable", "native"],
         default="portable",
-        help="portable: the same floats on any x86-64 CPU with AVX2 (MKL_CBWR=COMPATIBLE,STRICT, "
-        "ATEN_CPU_CAPABILITY=avx2; 2-3x slower training); native: the fastest kernels of this CPU",
+        help="portable: fix the processor-dependent kernels (MKL's COMPATIBLE,STRICT branch, "
+        "torch's AVX2 kernels; 2-3x slower training), so that another x86-64 CPU with AVX2 can "
+        "rebuild the same files; native: the fastest kernels of this CPU",
     )
     p.add_argument(
         "--verify",
@@ -566,6 +621,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     out = Path(args.out).resolve()
+    if args.expect and not args.verify:
+        raise SystemExit("error: --expect goes with --verify (it names the record to check)")
     if args.verify:
         expect = Path(args.expect) if args.expect else None
         lines = verify(out, args.envs, expect)
@@ -579,7 +636,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     medium_choices = parse_medium_choices(args.medium_checkpoint, envs)
     if args.stage in ("train", "all"):
         for env_id in envs:
-            train_agent(out, env_id, args.seed, args.threads)
+            train_agent(out, env_id, args.seed, args.threads, args.numerics_record)
     if args.stage not in ("record", "all"):
         return {}
     refs = {e: record_env(out, e, args, medium_choices.get(e)) for e in envs}

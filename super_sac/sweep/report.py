@@ -119,37 +119,67 @@ class _Run:
     env: str
     seed: int
     source: Path  # its evaluations.csv (or the archived copy)
-    origin: str  # the sweep folder or archive it came from, for messages
+    origin: str  # the sweep folder it ran in (carried through archives), for the index
+    identity: dict[str, Any] | None  # the experiment's settings (None: an older archive)
 
     @property
     def file_name(self) -> str:
         return f"{self.config}_{env_folder(self.env)}_seed{self.seed}.csv"
 
 
-def _config_identity(manifest: dict[str, Any], config: str) -> tuple[Any, Any]:
-    """What makes two sweeps' configs of the same name the same experiment: the training script
-    and the config file's recorded SHA-256 (``None`` when the manifest has none)."""
-    return manifest["grid"].get("script"), manifest.get("config_sha256", {}).get(config)
+def experiment_identity(manifest: dict[str, Any], config: str) -> dict[str, Any]:
+    """What makes two sweeps' configs of the same name the same experiment: the training
+    script (by file name; the default is ``train_gym.py``), the config file's and its includes'
+    recorded SHA-256, the gin bindings, the script's arguments and the step budget."""
+    grid = manifest["grid"]
+    return {
+        "script": Path(grid.get("script") or "train_gym.py").name,
+        "config_sha256": manifest.get("config_sha256", {}).get(config),
+        "include_sha256": manifest.get("include_sha256", {}).get(config),
+        "gin_bindings": list(grid.get("gin_bindings", [])),
+        "script_args": list(grid.get("script_args", [])),
+        "steps": grid.get("steps"),
+    }
+
+
+def _identity_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    return [f"{k}: {a.get(k)!r} against {b.get(k)!r}" for k in a if a.get(k) != b.get(k)]
+
+
+def recover_evaluations(out: str | os.PathLike) -> None:
+    """Finish an interrupted :func:`copy_evaluations` in ``out``: when the process died between
+    moving the old folder aside and moving the new one in, the old one is moved back (the
+    partial new one is removed by the next copy)."""
+    folder, old = Path(out) / EVALUATIONS_DIR, Path(out) / f"{EVALUATIONS_DIR}.old"
+    if old.is_dir() and not folder.exists():
+        old.rename(folder)
 
 
 def _archive_folder(archive: str | os.PathLike) -> Path:
-    """The folder of archived evaluations: ``archive/evaluations`` or ``archive`` itself."""
+    """The folder of archived evaluations: ``archive/evaluations``, or ``archive`` itself when it
+    is such a folder (named ``evaluations`` or holding an ``index.json``)."""
     archive = Path(archive)
-    folder = archive / EVALUATIONS_DIR if (archive / EVALUATIONS_DIR).is_dir() else archive
-    if not folder.is_dir():
-        raise FileNotFoundError(
-            f"archive {archive} is not a folder: pass a report folder written with "
-            "--evaluations (or its evaluations/ folder)"
-        )
-    return folder
+    recover_evaluations(archive)
+    if (archive / EVALUATIONS_DIR).is_dir():
+        return archive / EVALUATIONS_DIR
+    if archive.is_dir() and (
+        archive.name == EVALUATIONS_DIR or (archive / EVALUATIONS_INDEX).is_file()
+    ):
+        return archive
+    raise FileNotFoundError(
+        f"archive {archive} has no {EVALUATIONS_DIR}/ folder: pass a report folder written with "
+        "--evaluations (or its evaluations/ folder)"
+    )
 
 
 def archived_runs(archive: str | os.PathLike) -> list[_Run]:
     """The runs of a report's copied evaluations (:func:`copy_evaluations`), e.g. the seeds of
-    a sweep whose folder is gone. Config, env and seed come from the folder's ``index.json``,
-    or, in folders copied before it was written, from ``<config>_<env>_seed<k>.csv`` (the env
-    being the part after the last ``_`` but one).
+    a sweep whose folder is gone. Config, env, seed, origin and the experiment's settings come
+    from the folder's ``index.json``; in folders copied before it was written, config, env and
+    seed come from ``<config>_<env>_seed<k>.csv`` (the env being the part between the last
+    ``_`` but one and ``_seed``) and the settings are unknown.
 
+    :raises FileNotFoundError: when ``archive`` holds no evaluations folder.
     :raises ValueError: for a file whose name does not have that form, or an empty archive.
     """
     folder = _archive_folder(archive)
@@ -166,7 +196,16 @@ def archived_runs(archive: str | os.PathLike) -> list[_Run]:
                     "(as `sweep.py report --evaluations` writes them); rename or remove it"
                 )
             entry = {**match.groupdict(), "seed": int(match["seed"])}
-        runs.append(_Run(entry["config"], entry["env"], int(entry["seed"]), path, str(archive)))
+        runs.append(
+            _Run(
+                entry["config"],
+                entry["env"],
+                int(entry["seed"]),
+                path,
+                entry.get("from", str(archive)),
+                entry.get("identity"),
+            )
+        )
     if not runs:
         raise ValueError(f"archive {archive} holds no <config>_<env>_seed<k>.csv files")
     return runs
@@ -174,22 +213,45 @@ def archived_runs(archive: str | os.PathLike) -> list[_Run]:
 
 def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -> dict[str, Any]:
     """The finished runs of the sweeps and archives (each (config, env, seed) once), the config
-    and env order, each sweep's step budget and the unfinished trials."""
+    and env order, each sweep's step budget, the unfinished trials and warnings.
+
+    :raises ValueError: for two sweeps, or a sweep and an archived run, that hold a config of the
+        same name with other settings (:func:`experiment_identity`), or a run found twice with
+        different evaluations.
+    """
     configs: list[str] = []
     envs: list[str] = []
-    owner: dict[str, tuple[Path, tuple[Any, Any]]] = {}
+    identities: dict[str, tuple[dict[str, Any], str]] = {}  # config -> settings, where from
     budgets: dict[str, int | None] = {}
     missing: list[str] = []
+    warnings: list[str] = []
     runs: dict[tuple[str, str, int], _Run] = {}
 
-    def add(run: _Run) -> None:
+    def check_identity(stem: str, identity: dict[str, Any] | None, where: str) -> None:
+        if identity is None:
+            return
+        if stem not in identities:
+            identities[stem] = (identity, where)
+            return
+        known, known_where = identities[stem]
+        diffs = _identity_differences(known, identity)
+        if diffs or identity["config_sha256"] is None:
+            raise ValueError(
+                f"config {stem!r} is in both {known_where} and {where} with other settings ("
+                + ("; ".join(diffs) or "no recorded SHA-256 of the config file")
+                + "): a report can pool the seeds of one experiment only (same script, config "
+                "and include files, gin bindings, script arguments and step budget); give the "
+                "other experiment's gin file another name"
+            )
+
+    def add(run: _Run, where: str) -> None:
         key = (run.config, run.env, run.seed)
         if key in runs:
             if runs[key].source.read_bytes() == run.source.read_bytes():
                 return  # the same evaluations twice (e.g. a run already copied to the archive)
             raise ValueError(
-                f"{run.config} on {run.env} with seed {run.seed} is in both {runs[key].origin} "
-                f"and {run.origin} with different evaluations: leave one of them out"
+                f"{run.config} on {run.env} with seed {run.seed} has different evaluations in "
+                f"{runs[key].source} and {run.source}: remove the wrong one of the two files"
             )
         runs[key] = run
         if run.config not in configs:
@@ -201,36 +263,44 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
         manifest = read_manifest(sweep_dir)
         grid = Grid.from_json(manifest["grid"])
         budgets[str(sweep_dir)] = grid.steps
+        sweep_identity = {}
         for config in grid.configs:
-            stem, identity = Path(config).stem, _config_identity(manifest, config)
-            if stem in owner and owner[stem][0] != sweep_dir:
-                if identity[1] is None or owner[stem][1] != identity:
-                    raise ValueError(
-                        f"config {stem!r} is in both {owner[stem][0]} and {sweep_dir}: a report "
-                        "of several sweeps needs distinct config names (rename one gin file), "
-                        "unless both ran the same script and the same file (recorded SHA-256), "
-                        "e.g. more seeds of one experiment in a second sweep"
-                    )
-            owner.setdefault(stem, (sweep_dir, identity))
+            stem = Path(config).stem
+            sweep_identity[stem] = experiment_identity(manifest, config)
+            check_identity(stem, sweep_identity[stem], str(sweep_dir))
             if stem not in configs:
                 configs.append(stem)
         envs += [env for env in grid.envs if env not in envs]
         for trial in grid.trials(sweep_dir):
             source = Path(trial.folder) / EVAL_CSV
             if trial.state() != FINISHED or not _read_rows(trial.folder):
-                missing.append(trial.key)
+                missing.append((Path(trial.config).stem, trial.env, trial.seed, trial.key))
                 continue
-            add(_Run(Path(trial.config).stem, trial.env, trial.seed, source, str(sweep_dir)))
+            stem = Path(trial.config).stem
+            run = _Run(stem, trial.env, trial.seed, source, str(sweep_dir), sweep_identity[stem])
+            add(run, str(sweep_dir))
     for archive in archives:
+        unknown = set()
         for run in archived_runs(archive):
-            add(run)
+            check_identity(run.config, run.identity, f"{archive} (from {run.origin})")
+            if run.identity is None:
+                unknown.add(run.config)
+            add(run, str(archive))
+        if unknown:
+            warnings.append(
+                f"{archive} records no settings for {', '.join(sorted(unknown))} (an archive "
+                "copied before they were recorded): check that its runs used the same settings "
+                "as the rows they joined"
+            )
     ordered = sorted(runs.values(), key=lambda r: (configs.index(r.config), r.env, r.seed))
     return {
         "configs": configs,
         "envs": envs,
         "runs": ordered,
         "budgets": budgets,
-        "missing": missing,
+        # trials of a sweep that did not finish and that no archive supplied
+        "missing": [key for *run, key in missing if tuple(run) not in runs],
+        "warnings": warnings,
     }
 
 
@@ -268,6 +338,7 @@ def collect(
         "seeds": seeds,
         "budgets": gathered["budgets"],
         "missing": gathered["missing"],
+        "warnings": gathered["warnings"],
         "column": column,
         "offline_only": not online,
     }
@@ -363,7 +434,7 @@ def build_report(
                 row["first_reach"] = first
                 row["reached"] = sum(step is not None for step in first.values())
             rows.append(row)
-    warnings = []
+    warnings = list(data["warnings"])
     if len({b for b in data["budgets"].values() if b is not None}) > 1:
         warnings.append(
             "the sweeps ran different step budgets ("
@@ -538,38 +609,68 @@ def copy_evaluations(
     sweep_dirs: SweepDirs,
     out: str | os.PathLike,
     archives: Sequence[str | os.PathLike] = (),
+    replace: bool = False,
 ) -> list[Path]:
     """Copy every finished trial's ``evaluations.csv`` (and every archived run, see
     :func:`collect`) to ``out/evaluations/<config>_<env>_seed<k>.csv``, with an ``index.json``
-    naming each file's config, env, seed and origin, so that a committed report carries the
-    per-evaluation data behind its tables and curves. The folder is written beside the old one
-    and swapped in at the end, so it always matches the report and an archive inside ``out``
-    (the earlier copies) is read before it is replaced.
+    naming each file's config, env, seed, the sweep it ran in and the experiment's settings
+    (:func:`experiment_identity`), so that a committed report carries the per-evaluation data
+    behind its tables and curves and later reports can pool more seeds with it (``--archive``).
+    The folder is written beside the old one and swapped in at the end (an interrupted swap is
+    undone by :func:`recover_evaluations`), so an archive inside ``out`` is read before it is
+    replaced.
 
+    :param replace: allow dropping runs the old folder holds and this copy does not (without
+        it, that is refused: pass ``out`` as an archive to keep them).
+    :raises ValueError: when two runs would share a file name, or runs would be dropped.
     :return: the copied files.
     """
     out = Path(out)
+    recover_evaluations(out)
     runs = _gather(sweep_dirs, archives)["runs"]
-    folder, fresh, old = out / EVALUATIONS_DIR, out / "evaluations.new", out / "evaluations.old"
-    for leftover in (fresh, old):
-        if leftover.exists():
-            shutil.rmtree(leftover)
+    names: dict[str, _Run] = {}
+    for run in runs:
+        if run.file_name in names:
+            other = names[run.file_name]
+            raise ValueError(
+                f"{run.config} on {run.env} and {other.config} on {other.env} (seed {run.seed}) "
+                f"would both be copied to {run.file_name}: rename one of the configs"
+            )
+        names[run.file_name] = run
+    folder = out / EVALUATIONS_DIR
+    if folder.is_dir() and not replace:
+        kept = {(r.config, r.env, r.seed) for r in runs}
+        try:
+            old_runs = archived_runs(folder)
+        except ValueError:  # an empty folder, or files that are not archived runs
+            old_runs = []
+        dropped = [r.file_name for r in old_runs if (r.config, r.env, r.seed) not in kept]
+        if dropped:
+            raise ValueError(
+                f"{folder} holds runs this report does not include ({', '.join(dropped)}): "
+                f"pass --archive {out} to keep them, or --replace_evaluations to drop them"
+            )
+    fresh, old = out / f"{EVALUATIONS_DIR}.new", out / f"{EVALUATIONS_DIR}.old"
+    if fresh.exists():
+        shutil.rmtree(fresh)  # a partial copy of an interrupted call; the data is in `folder`
+    if old.exists():
+        shutil.rmtree(old)  # `folder` exists (recovered above), so this is a finished swap's
     fresh.mkdir(parents=True)
     index = {}
-    for run in runs:
-        shutil.copyfile(run.source, fresh / run.file_name)
-        index[run.file_name] = {
+    for name, run in names.items():
+        shutil.copyfile(run.source, fresh / name)
+        index[name] = {
             "config": run.config,
             "env": run.env,
             "seed": run.seed,
             "from": run.origin,
+            "identity": run.identity,
         }
     atomic_write_json(fresh / EVALUATIONS_INDEX, {"files": index})
     if folder.exists():
         folder.rename(old)
     fresh.rename(folder)
-    if old.exists():
-        shutil.rmtree(old)
+    shutil.rmtree(old, ignore_errors=True)
     return [folder / name for name in index]
 
 
@@ -583,12 +684,14 @@ def write_report(
     threshold: float | None = None,
     evaluations: bool = False,
     archives: Sequence[str | os.PathLike] = (),
+    replace_evaluations: bool = False,
 ) -> dict[str, Path]:
     """Write ``report.md``, ``report.json`` and (with ``plot``) ``curves.png`` into ``out``
     (default: the sweep folder; required for several sweeps). ``references``, ``last``,
     ``threshold`` and ``archives`` as for :func:`build_report`; ``evaluations`` also copies
-    every finished trial's evaluations (:func:`copy_evaluations`; only into an ``out`` outside
-    the sweeps). :return: the files by kind."""
+    every finished trial's evaluations (:func:`copy_evaluations`, before the report files, so
+    a refused copy leaves the old report; only into an ``out`` outside the sweeps;
+    ``replace_evaluations`` allows it to drop runs). :return: the files by kind."""
     dirs = _as_list(sweep_dirs)
     if out is None:
         if len(dirs) > 1:
@@ -601,22 +704,25 @@ def write_report(
             "trials' own evaluations.csv files are already there"
         )
     out.mkdir(parents=True, exist_ok=True)
+    recover_evaluations(out)
     report = build_report(
         dirs, metric, references=references, last=last, threshold=threshold, archives=archives
     )
     files = {"markdown": out / "report.md", "json": out / "report.json"}
+    if evaluations:
+        copy_evaluations(dirs, out, archives, replace=replace_evaluations)
+        files["evaluations"] = out / EVALUATIONS_DIR
     atomic_write_text(files["markdown"], markdown_table(report))
     atomic_write_json(files["json"], report)
     if plot:
         files["png"] = plot_curves(dirs, out / "curves.png", metric, archives)
-    if evaluations:
-        copy_evaluations(dirs, out, archives)
-        files["evaluations"] = out / EVALUATIONS_DIR
     return files
 
 
 __all__ = [
     "archived_runs",
+    "experiment_identity",
+    "recover_evaluations",
     "build_report",
     "copy_evaluations",
     "markdown_table",
