@@ -27,7 +27,7 @@ from pathlib import Path
 
 from super_sac.sweep.grid import Grid
 from super_sac.sweep.local import run_local
-from super_sac.sweep.report import parse_references, write_report
+from super_sac.sweep.report import index_evaluations, parse_references, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,6 +139,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="scores that normalise ENV to 0 (LOW) and 1 (HIGH), e.g. random and expert; "
         "adds an aggregate over the envs that have one (repeatable)",
     )
+    index = sub.add_parser(
+        "index",
+        help="write the index.json of a report's evaluations/ copied before indexes existed, "
+        "from the manifests of its sweeps (so --archive can check their settings)",
+    )
+    index.add_argument("folder", help="a report folder (or its evaluations/ folder)")
+    index.add_argument(
+        "--manifest", action="append", required=True, help="a sweep's manifest (repeatable)"
+    )
     return p
 
 
@@ -199,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
             files = write_report(sweep_dir)
             print(f"report: {', '.join(str(f) for f in files.values())}")
         return 1 if failed else 0
+    if args.command == "index":
+        entries = index_evaluations(args.folder, args.manifest)
+        print(f"indexed {len(entries)} runs")
+        return 0
     references = parse_references(args.reference)
     files = write_report(
         args.sweep_dir,

@@ -566,6 +566,51 @@ def test_more_seeds_join_a_committed_report_whose_sweep_is_gone(tmp_path):
     assert "| sac | Pendulum-v1 | 0: 30.0, 1: 60.0, 2: 90.0 |" in proc.stdout
 
 
+def test_an_old_evaluations_folder_is_indexed_from_its_manifests(tmp_path):
+    import json
+    import shutil
+
+    from super_sac.sweep.report import build_report, write_report
+
+    config = _config(tmp_path)
+    ours = _fake_sweep(tmp_path, "ours", [config], seeds="0,1")
+    write_report(ours, out=tmp_path / "table", plot=False, evaluations=True)
+    index_file = tmp_path / "table" / "evaluations" / "index.json"
+    written = json.loads(index_file.read_text())["files"]
+    index_file.unlink()  # as a folder copied before indexes existed
+    shutil.copy(ours / "manifest.json", tmp_path / "table" / "manifest_ours.json")
+    other = _fake_sweep(tmp_path, "other", ["peer.gin"], seeds="0")
+    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
+    cmd += [
+        "index",
+        str(tmp_path / "table"),
+        "--manifest",
+        str(tmp_path / "table" / "manifest_ours.json"),
+    ]
+    proc = subprocess.run(
+        [*cmd, "--manifest", str(other / "manifest.json")], capture_output=True, text=True
+    )
+    assert proc.returncode == 0 and "indexed 2 runs" in proc.stdout, proc.stderr
+    indexed = json.loads(index_file.read_text())["files"]
+    assert indexed.keys() == written.keys()
+    for name, entry in indexed.items():  # the same settings the copy itself recorded
+        assert entry["identity"] == written[name]["identity"]
+        assert entry["from"] == "the sweep of manifest_ours.json (indexed afterwards)"
+    assert (
+        build_report(
+            _fake_sweep(tmp_path, "more", [config], seeds="2"), archives=[tmp_path / "table"]
+        )["warnings"]
+        == []
+    )
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode != 0 and "index.json exists already" in proc.stderr
+    index_file.unlink()
+    proc = subprocess.run(
+        [*cmd[:-2], "--manifest", str(other / "manifest.json")], capture_output=True, text=True
+    )
+    assert proc.returncode != 0 and "is in 0 of the manifests" in proc.stderr
+
+
 def test_copied_evaluations_are_never_dropped_or_lost(tmp_path):
     import shutil
 

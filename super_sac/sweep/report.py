@@ -143,7 +143,55 @@ def experiment_identity(manifest: dict[str, Any], config: str) -> dict[str, Any]
 
 
 def _identity_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    return [f"{k}: {a.get(k)!r} against {b.get(k)!r}" for k in a if a.get(k) != b.get(k)]
+    """The settings that differ (includes are compared only when both manifests record them:
+    sweeps started before includes were recorded have none)."""
+    return [
+        f"{k}: {a.get(k)!r} against {b.get(k)!r}"
+        for k in a
+        if a.get(k) != b.get(k) and not (k == "include_sha256" and None in (a.get(k), b.get(k)))
+    ]
+
+
+def index_evaluations(
+    folder: str | os.PathLike, manifests: Sequence[str | os.PathLike]
+) -> dict[str, Any]:
+    """Write the ``index.json`` of an evaluations folder copied before indexes existed, from the
+    manifests of the sweeps its runs came from (e.g. the ``manifest_*.json`` committed beside a
+    report): each file's config, env and seed from its name, its settings
+    (:func:`experiment_identity`) from the one manifest whose grid has that config and env.
+
+    :raises ValueError: when the folder already has an index, or a file's config and env are in
+        no manifest or in several.
+    :return: the index written.
+    """
+    folder = _archive_folder(folder)
+    if (folder / EVALUATIONS_INDEX).exists():
+        raise ValueError(f"{folder / EVALUATIONS_INDEX} exists already")
+    loaded = [(Path(m), json.loads(Path(m).read_text())) for m in manifests]
+    index = {}
+    for run in archived_runs(folder):
+        owners = [
+            (path, manifest, config)
+            for path, manifest in loaded
+            for config in manifest["grid"]["configs"]
+            if Path(config).stem == run.config and run.env in manifest["grid"]["envs"]
+        ]
+        if len(owners) != 1:
+            raise ValueError(
+                f"{run.source.name}: {run.config} on {run.env} is in "
+                f"{len(owners)} of the manifests ({', '.join(map(str, manifests))}); pass the "
+                "one manifest of the sweep it ran in"
+            )
+        path, manifest, config = owners[0]
+        index[run.source.name] = {
+            "config": run.config,
+            "env": run.env,
+            "seed": run.seed,
+            "from": f"the sweep of {path.name} (indexed afterwards)",
+            "identity": experiment_identity(manifest, config),
+        }
+    atomic_write_json(folder / EVALUATIONS_INDEX, {"files": index})
+    return index
 
 
 def recover_evaluations(out: str | os.PathLike) -> None:
@@ -722,6 +770,7 @@ def write_report(
 __all__ = [
     "archived_runs",
     "experiment_identity",
+    "index_evaluations",
     "recover_evaluations",
     "build_report",
     "copy_evaluations",
