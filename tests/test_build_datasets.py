@@ -73,6 +73,35 @@ def test_the_same_seeds_write_byte_identical_files(builds):
     assert build["train"]["numerics"]["mode"] == "native"  # written beside the agents
 
 
+def test_medium_only_rebuild_stops_at_the_medium_checkpoint_and_matches(script, builds, tmp_path):
+    """The run stopped at the recorded medium step has the full run's checkpoints up to there:
+    medium and medium-replay come out byte-identical, random and expert are not built."""
+    (out_a, _), (ref_a, _) = builds
+    record = out_a / "reference_returns.json"
+    argv = ["--out", str(tmp_path), "--envs", ENV, "--numerics", "native"]
+    refs = script.main([*argv, "--medium_only_from", str(record)])
+    step = ref_a["medium_checkpoint"]["env_steps"]
+    checkpoints = sorted(p.name for p in (tmp_path / f"agents/sac_{ENV}_0/checkpoints").iterdir())
+    assert checkpoints[-1] == f"ckpt_{step}" and step < TINY["train_steps"]
+    for quality in ("medium", "medium-replay"):
+        assert refs[ENV]["datasets"][quality]["sha256"] == ref_a["datasets"][quality]["sha256"]
+    assert not (tmp_path / "npz/pendulum-random.npz").exists()
+    assert refs[ENV]["expert_return"] == ref_a["expert_return"]
+    assert len(script.verify(tmp_path)) == 6  # its own record: the two datasets' files
+    # a record made with other settings cannot be matched: refused before building
+    with pytest.raises(SystemExit, match="--seed 1 \\(the record: 0\\)"):
+        script.main([*argv, "--medium_only_from", str(record), "--seed", "1"])
+    # a differing file is named
+    changed = json.loads(record.read_text())
+    changed[ENV]["datasets"]["medium"]["sha256"]["npz/pendulum-medium.npz"] = "f" * 64
+    (tmp_path / "changed.json").write_text(json.dumps(changed))
+    with pytest.raises(script.ChecksumError, match="(?s)1 rebuilt file.*pendulum-medium.npz"):
+        script.main(
+            ["--out", str(tmp_path / "second"), "--envs", ENV, "--numerics", "native"]
+            + ["--medium_only_from", str(tmp_path / "changed.json")]
+        )
+
+
 def test_recording_refuses_agents_trained_with_other_numerics(script, builds):
     folder = builds[0][0] / "agents" / f"sac_{ENV}_0"
     assert script.check_numerics(folder, {"mode": "native"})["mode"] == "native"

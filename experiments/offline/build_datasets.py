@@ -10,6 +10,9 @@ Minari's format and as ``.npz``, plus the reference returns of the D4RL normaliz
     python experiments/offline/build_datasets.py --stage record --out offline_data
     # later: check the files on disk against the recorded checksums (rebuilds nothing)
     python experiments/offline/build_datasets.py --verify --out offline_data
+    # on a new machine: only medium and medium-replay of a committed build, checked against it
+    python experiments/offline/build_datasets.py --envs HalfCheetah-v5 --out offline_data \\
+        --medium_only_from experiments/benchmarks/results/offline18_portable/reference_returns.json
     # rebuild with an earlier medium choice (the step, or the folder, reference_returns.json names)
     python experiments/offline/build_datasets.py --stage record --out offline_data --overwrite \\
         --medium_checkpoint HalfCheetah-v5=35000
@@ -185,7 +188,12 @@ def host_processor() -> str:
 
 # ------------------------------------------------------------------------------ training
 def train_agent(
-    out: Path, env_id: str, seed: int, threads: int, numerics: dict[str, Any] | None = None
+    out: Path,
+    env_id: str,
+    seed: int,
+    threads: int,
+    numerics: dict[str, Any] | None = None,
+    stop_at: int | None = None,
 ) -> Path:
     """Train SAC on ``env_id`` on the CPU with ``threads`` torch threads, a checkpoint and an
     evaluation at every interval, all checkpoints kept (each holds the replay buffer up to its
@@ -195,12 +203,16 @@ def train_agent(
     :param seed: the run's seed (env, networks, sampling).
     :param threads: torch CPU threads.
     :param numerics: :func:`set_numerics`'s record, written beside the run (``numerics.json``).
+    :param stop_at: end the run after this many steps (a checkpoint step), with every setting
+        of the full run (the replay buffer's size included), so its checkpoints up to there are
+        the full run's (:func:`rebuild_medium`).
     :return: the run directory.
     """
     import gin
 
     spec = ENVS[env_id]
     steps, interval = spec["train_steps"], spec["interval"]
+    run_steps = steps if stop_at is None else stop_at
     bindings = [
         f"ReplayBuffer.size = {steps + 1}",
         f"super_sac.checkpoint_interval = {interval}",
@@ -213,7 +225,7 @@ def train_agent(
         bindings.append(f"super_sac.random_warmup_steps = {spec['warmup_steps']}")
     folder = run_dir(out, env_id)
     argv = [
-        "--env", env_id, "--config", "sac.gin", "--seed", str(seed), "--steps", str(steps),
+        "--env", env_id, "--config", "sac.gin", "--seed", str(seed), "--steps", str(run_steps),
         "--threads", str(threads), "--device", "cpu", "--name", f"sac_{env_id}",
         "--run_dir", str(folder), "--logging", "none",
     ]  # fmt: skip
@@ -480,6 +492,84 @@ def record_env(
     }
 
 
+def rebuild_medium(out: Path, envs: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """Rebuild only the medium and medium-replay datasets of a recorded build (``args.
+    medium_only_from``, a ``reference_returns.json``) and check them against its checksums: the
+    SAC run stops at the recorded medium checkpoint (a quarter of the training for HalfCheetah)
+    and the random and expert datasets, which set the reference returns, are taken from the
+    record, not rebuilt. The build folder gets a ``reference_returns.json`` of the two datasets
+    (with the record's reference returns), so ``--verify`` checks them later.
+
+    :raises SystemExit: when the record lacks an env, or its seeds, threads or numerics are not
+        this command's (the files could not match).
+    :raises ChecksumError: naming each rebuilt file that differs from the record.
+    """
+    record_path = Path(args.medium_only_from)
+    record = json.loads(record_path.read_text())
+    refs, problems = {}, []
+    for env_id in envs:
+        if env_id not in record:
+            raise SystemExit(f"error: {record_path} has no {env_id} (it holds {sorted(record)})")
+        ref = record[env_id]
+        build = ref["build"]
+        wanted = {
+            "--seed": (build["train"]["seed"], args.seed),
+            "--threads": (build["train"]["threads"], args.threads),
+            "--record_seed": (build["record_seed"], args.record_seed),
+            "--numerics": (build.get("numerics", {}).get("mode", "native"), args.numerics),
+        }
+        clash = [f"{k} {mine} (the record: {theirs})" for k, (theirs, mine) in wanted.items()
+                 if theirs != mine]  # fmt: skip
+        if clash:
+            raise SystemExit(
+                f"error: {env_id} in {record_path} was built with other settings: "
+                + ", ".join(clash)
+                + ". Fix: pass the record's values"
+            )
+        step = int(ref["medium_checkpoint"]["env_steps"])
+        folder = train_agent(out, env_id, args.seed, args.threads, args.numerics_record, step)
+        medium = forced_medium(out, folder, str(step))
+        summaries = {
+            "medium": record_quality(
+                out,
+                env_id,
+                "medium",
+                str(medium["path"]),
+                args.record_seed,
+                args.threads,
+                args.overwrite,
+            ),  # fmt: skip
+            "medium-replay": record_replay(out, env_id, medium["path"], args.overwrite),
+        }
+        datasets_ = {}
+        for quality in summaries:
+            sums = checksums(out, env_id, quality)
+            expected = ref["datasets"][quality]["sha256"]
+            problems += [
+                f"{out / rel}: sha256 {sums.get(rel)} differs from the recorded {sha} "
+                f"({env_id} {quality})"
+                for rel, sha in expected.items()
+                if sums.get(rel) != sha
+            ]
+            datasets_[quality] = {**ref["datasets"][quality], "sha256": sums}
+        refs[env_id] = {
+            **{k: ref[k] for k in ("random_return", "expert_return", "medium_checkpoint")},
+            "medium_agent": ref["medium_agent"],
+            "rebuilt_from": str(record_path),
+            "build": {**build, "processor": host_processor(), "versions": library_versions()},
+            "datasets": datasets_,
+        }
+    ref_file = out / REFERENCE_FILE
+    ref_file.write_text(json.dumps(refs, indent=1) + "\n")
+    if problems:
+        raise ChecksumError(
+            f"{len(problems)} rebuilt file(s) do not match {record_path}:\n  "
+            + "\n  ".join(problems)
+            + "".join(_numerics_hints(record, out, envs))
+        )
+    return refs
+
+
 def library_versions() -> dict[str, str]:
     """Versions of the libraries whose numbers a rebuild depends on."""
     import gymnasium
@@ -604,6 +694,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "rebuild the same files; native: the fastest kernels of this CPU",
     )
     p.add_argument(
+        "--medium_only_from",
+        default=None,
+        metavar="REFERENCE_JSON",
+        help="rebuild only the medium and medium-replay datasets of this recorded build "
+        "(training stops at its medium checkpoint) and check them against its checksums",
+    )
+    p.add_argument(
         "--verify",
         action="store_true",
         help="rebuild nothing: check the files against the recorded checksums",
@@ -633,6 +730,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     unknown = [e for e in envs if e not in ENVS]
     if unknown:
         raise SystemExit(f"error: no build settings for {unknown}; known: {list(ENVS)}")
+    if args.medium_only_from:
+        if args.stage != "all" or args.medium_checkpoint:
+            raise SystemExit("error: --medium_only_from takes the stage and checkpoint it records")
+        refs = rebuild_medium(out, envs, args)
+        print(f"medium and medium-replay of {', '.join(refs)} match {args.medium_only_from}")
+        return refs
     medium_choices = parse_medium_choices(args.medium_checkpoint, envs)
     if args.stage in ("train", "all"):
         for env_id in envs:
