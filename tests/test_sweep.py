@@ -467,7 +467,11 @@ def test_a_report_can_carry_every_trials_evaluations(tmp_path):
     out = tmp_path / "table"
     (out / "evaluations").mkdir(parents=True)
     (out / "evaluations" / "stale_seed9.csv").write_text("from an earlier report\n")
-    files = write_report([ours, peer], out=out, plot=False, evaluations=True)
+    with pytest.raises(ValueError, match="files this report does not include \\(stale_seed9.csv"):
+        write_report([ours, peer], out=out, plot=False, evaluations=True)
+    files = write_report(
+        [ours, peer], out=out, plot=False, evaluations=True, replace_evaluations=True
+    )
     copied = sorted(p.name for p in files["evaluations"].glob("*.csv"))
     assert copied == [
         "sac_Pendulum-v1_seed0.csv",
@@ -566,6 +570,22 @@ def test_more_seeds_join_a_committed_report_whose_sweep_is_gone(tmp_path):
     assert "| sac | Pendulum-v1 | 0: 30.0, 1: 60.0, 2: 90.0 |" in proc.stdout
 
 
+def test_runs_of_one_sweep_pool_even_without_a_recorded_config_sha(tmp_path):
+    from super_sac.sweep.report import build_report, write_report
+
+    ours = _fake_sweep(tmp_path, "ours", ["sac.gin"], seeds="0,1")  # no file: no SHA-256
+    write_report(ours, out=tmp_path / "table", plot=False, evaluations=True)
+    (row,) = build_report([], archives=[tmp_path / "table"])["rows"]
+    assert row["final"]["n"] == 2
+    (row,) = build_report(ours, archives=[tmp_path / "table"])["rows"]
+    assert row["final"]["n"] == 2
+    # but another sweep's file of the same name with no SHA-256 is not vouched for
+    with pytest.raises(ValueError, match="no recorded SHA-256 of the config file"):
+        build_report(
+            _fake_sweep(tmp_path, "again", ["sac.gin"], "2"), archives=[tmp_path / "table"]
+        )
+
+
 def test_an_old_evaluations_folder_is_indexed_from_its_manifests(tmp_path):
     import json
     import shutil
@@ -638,6 +658,13 @@ def test_copied_evaluations_are_never_dropped_or_lost(tmp_path):
         f"sac_Pendulum-v1_seed{k}.csv" for k in range(3)
     ]
     assert not (table / "evaluations.new").exists() and not (table / "evaluations.old").exists()
+    # a run of the same name with other evaluations would replace the copy: refused too
+    other = _fake_sweep(tmp_path, "other", ["sac.gin"], seeds="0")
+    (other / "sac" / "Pendulum-v1" / "seed_0" / "evaluations.csv").write_text(
+        (table / "evaluations" / "sac_Pendulum-v1_seed1.csv").read_text()
+    )
+    with pytest.raises(ValueError, match="other evaluations of runs it does \\(sac_Pendulum"):
+        write_report(other, out=table, plot=False, evaluations=True)
     # dropping on purpose
     files = write_report(more, out=table, plot=False, evaluations=True, replace_evaluations=True)
     assert [p.name for p in files["evaluations"].glob("*.csv")] == ["sac_Pendulum-v1_seed2.csv"]

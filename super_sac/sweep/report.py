@@ -174,7 +174,9 @@ def index_evaluations(
             (path, manifest, config)
             for path, manifest in loaded
             for config in manifest["grid"]["configs"]
-            if Path(config).stem == run.config and run.env in manifest["grid"]["envs"]
+            if Path(config).stem == run.config
+            and run.env in manifest["grid"]["envs"]
+            and run.seed in manifest["grid"]["seeds"]
         ]
         if len(owners) != 1:
             raise ValueError(
@@ -207,7 +209,7 @@ def _archive_folder(archive: str | os.PathLike) -> Path:
     """The folder of archived evaluations: ``archive/evaluations``, or ``archive`` itself when it
     is such a folder (named ``evaluations`` or holding an ``index.json``)."""
     archive = Path(archive)
-    recover_evaluations(archive)
+    recover_evaluations(archive.parent if archive.name == EVALUATIONS_DIR else archive)
     if (archive / EVALUATIONS_DIR).is_dir():
         return archive / EVALUATIONS_DIR
     if archive.is_dir() and (
@@ -275,21 +277,29 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
     warnings: list[str] = []
     runs: dict[tuple[str, str, int], _Run] = {}
 
-    def check_identity(stem: str, identity: dict[str, Any] | None, where: str) -> None:
+    def check_identity(stem: str, identity: dict[str, Any] | None, where: str, origin: str) -> None:
+        """Hold ``stem``'s runs to one experiment; ``origin`` is the sweep a run ran in (runs of
+        one sweep share its settings even where a manifest recorded no config SHA-256)."""
         if identity is None:
             return
         if stem not in identities:
-            identities[stem] = (identity, where)
+            identities[stem] = (identity, where, origin)
             return
-        known, known_where = identities[stem]
+        known, known_where, known_origin = identities[stem]
         diffs = _identity_differences(known, identity)
-        if diffs or identity["config_sha256"] is None:
+        unknown_file = identity["config_sha256"] is None and origin != known_origin
+        if diffs or unknown_file:
+            fix = "give the other experiment's gin file another name"
+            if diffs and all(d.startswith("script_args") for d in diffs):
+                fix = (
+                    "if only a path differs (a dataset moved), run the new sweep with the same "
+                    "script arguments; otherwise " + fix
+                )
             raise ValueError(
                 f"config {stem!r} is in both {known_where} and {where} with other settings ("
                 + ("; ".join(diffs) or "no recorded SHA-256 of the config file")
                 + "): a report can pool the seeds of one experiment only (same script, config "
-                "and include files, gin bindings, script arguments and step budget); give the "
-                "other experiment's gin file another name"
+                f"and include files, gin bindings, script arguments and step budget); {fix}"
             )
 
     def add(run: _Run, where: str) -> None:
@@ -315,7 +325,7 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
         for config in grid.configs:
             stem = Path(config).stem
             sweep_identity[stem] = experiment_identity(manifest, config)
-            check_identity(stem, sweep_identity[stem], str(sweep_dir))
+            check_identity(stem, sweep_identity[stem], str(sweep_dir), str(sweep_dir))
             if stem not in configs:
                 configs.append(stem)
         envs += [env for env in grid.envs if env not in envs]
@@ -330,7 +340,8 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
     for archive in archives:
         unknown = set()
         for run in archived_runs(archive):
-            check_identity(run.config, run.identity, f"{archive} (from {run.origin})")
+            where = f"{archive} (from {run.origin})"
+            check_identity(run.config, run.identity, where, run.origin)
             if run.identity is None:
                 unknown.add(run.config)
             add(run, str(archive))
@@ -687,16 +698,28 @@ def copy_evaluations(
         names[run.file_name] = run
     folder = out / EVALUATIONS_DIR
     if folder.is_dir() and not replace:
-        kept = {(r.config, r.env, r.seed) for r in runs}
-        try:
-            old_runs = archived_runs(folder)
-        except ValueError:  # an empty folder, or files that are not archived runs
-            old_runs = []
-        dropped = [r.file_name for r in old_runs if (r.config, r.env, r.seed) not in kept]
-        if dropped:
+        present = [p for p in sorted(folder.iterdir()) if p.name != EVALUATIONS_INDEX]
+        dropped = [p.name for p in present if p.name not in names]
+        changed = [
+            p.name
+            for p in present
+            if p.name in names
+            and p.resolve() != names[p.name].source.resolve()
+            and (not p.is_file() or p.read_bytes() != names[p.name].source.read_bytes())
+        ]
+        if dropped or changed:
             raise ValueError(
-                f"{folder} holds runs this report does not include ({', '.join(dropped)}): "
-                f"pass --archive {out} to keep them, or --replace_evaluations to drop them"
+                f"{folder} holds "
+                + "; ".join(
+                    text
+                    for text in (
+                        dropped and f"files this report does not include ({', '.join(dropped)})",
+                        changed and f"other evaluations of runs it does ({', '.join(changed)})",
+                    )
+                    if text
+                )
+                + f": pass --archive {out} to keep its runs, or --replace_evaluations to replace "
+                "the folder with this report's runs"
             )
     fresh, old = out / f"{EVALUATIONS_DIR}.new", out / f"{EVALUATIONS_DIR}.old"
     if fresh.exists():
