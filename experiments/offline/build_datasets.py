@@ -205,7 +205,8 @@ def train_agent(
     :param numerics: :func:`set_numerics`'s record, written beside the run (``numerics.json``).
     :param stop_at: end the run after this many steps (a checkpoint step), with every setting
         of the full run (the replay buffer's size included), so its checkpoints up to there are
-        the full run's (:func:`rebuild_medium`).
+        the full run's (:func:`rebuild_medium`; a schedule over the run's length, such as
+        prioritized replay's beta anneal, would break this; ``sac.gin`` has none).
     :return: the run directory.
     """
     import gin
@@ -440,6 +441,13 @@ def record_env(
     """Record the four datasets of ``env_id``; :return: its entry of ``reference_returns.json``."""
     folder = run_dir(out, env_id)
     seed, threads = args.record_seed, args.threads
+    trained_steps = training_settings(folder).get("steps")
+    if trained_steps is not None and int(trained_steps) < ENVS[env_id]["train_steps"]:
+        raise SystemExit(
+            f"error: {folder} trained {trained_steps} of {ENVS[env_id]['train_steps']} steps (a "
+            "--medium_only_from rebuild): its agent is not the expert. Fix: build into another "
+            "--out with --stage all"
+        )
     trained_numerics = check_numerics(folder, args.numerics_record)
     summaries = {
         "random": record_quality(out, env_id, "random", "random", seed, threads, args.overwrite)
@@ -492,24 +500,35 @@ def record_env(
     }
 
 
-def rebuild_medium(out: Path, envs: list[str], args: argparse.Namespace) -> dict[str, Any]:
+def rebuild_medium(out: Path, envs: list[str] | None, args: argparse.Namespace) -> dict[str, Any]:
     """Rebuild only the medium and medium-replay datasets of a recorded build (``args.
     medium_only_from``, a ``reference_returns.json``) and check them against its checksums: the
     SAC run stops at the recorded medium checkpoint (a quarter of the training for HalfCheetah)
-    and the random and expert datasets, which set the reference returns, are taken from the
-    record, not rebuilt. The build folder gets a ``reference_returns.json`` of the two datasets
-    (with the record's reference returns), so ``--verify`` checks them later.
+    and the random and expert datasets, which set the reference returns, are not rebuilt. Only
+    when every file matches does the build folder get a ``reference_returns.json`` entry (merged
+    into one already there) with the two datasets, the record's reference returns and what this
+    rebuild ran with, so ``--verify`` checks them later.
 
-    :raises SystemExit: when the record lacks an env, or its seeds, threads or numerics are not
-        this command's (the files could not match).
-    :raises ChecksumError: naming each rebuilt file that differs from the record.
+    :param envs: the envs to rebuild (``None``: every env of the record).
+    :raises SystemExit: when the record is missing or lacks an env, its seeds, threads,
+        numerics or training settings (``ENVS``) are not this command's (the files could not
+        match), or the build folder already holds a training run of the env.
+    :raises ChecksumError: naming each rebuilt file that differs from the record (nothing is
+        recorded then).
     """
     record_path = Path(args.medium_only_from)
+    if not record_path.is_file():
+        raise SystemExit(
+            f"error: --medium_only_from {record_path}: no such file. Fix: name a committed "
+            "reference_returns.json (e.g. experiments/benchmarks/results/offline18_portable/)"
+        )
     record = json.loads(record_path.read_text())
     refs, problems = {}, []
-    for env_id in envs:
+    for env_id in envs or list(record):
         if env_id not in record:
             raise SystemExit(f"error: {record_path} has no {env_id} (it holds {sorted(record)})")
+        if env_id not in ENVS:
+            raise SystemExit(f"error: no build settings for {env_id}; known: {list(ENVS)}")
         ref = record[env_id]
         build = ref["build"]
         wanted = {
@@ -518,31 +537,37 @@ def rebuild_medium(out: Path, envs: list[str], args: argparse.Namespace) -> dict
             "--record_seed": (build["record_seed"], args.record_seed),
             "--numerics": (build.get("numerics", {}).get("mode", "native"), args.numerics),
         }
+        wanted.update(
+            {
+                f"ENVS[{env_id!r}][{k!r}]": (build["train"].get(k), v)
+                for k, v in ENVS[env_id].items()
+            }
+        )
         clash = [f"{k} {mine} (the record: {theirs})" for k, (theirs, mine) in wanted.items()
                  if theirs != mine]  # fmt: skip
         if clash:
             raise SystemExit(
                 f"error: {env_id} in {record_path} was built with other settings: "
                 + ", ".join(clash)
-                + ". Fix: pass the record's values"
+                + ". Fix: pass the record's values (build settings live in ENVS)"
+            )
+        if run_dir(out, env_id).exists():
+            raise SystemExit(
+                f"error: {run_dir(out, env_id)} exists (an earlier build or rebuild). Fix: "
+                "remove it, or rebuild into another --out"
             )
         step = int(ref["medium_checkpoint"]["env_steps"])
         folder = train_agent(out, env_id, args.seed, args.threads, args.numerics_record, step)
         medium = forced_medium(out, folder, str(step))
         summaries = {
             "medium": record_quality(
-                out,
-                env_id,
-                "medium",
-                str(medium["path"]),
-                args.record_seed,
-                args.threads,
+                out, env_id, "medium", str(medium["path"]), args.record_seed, args.threads,
                 args.overwrite,
-            ),  # fmt: skip
+            ),
             "medium-replay": record_replay(out, env_id, medium["path"], args.overwrite),
-        }
+        }  # fmt: skip
         datasets_ = {}
-        for quality in summaries:
+        for quality, summary in summaries.items():
             sums = checksums(out, env_id, quality)
             expected = ref["datasets"][quality]["sha256"]
             problems += [
@@ -551,22 +576,48 @@ def rebuild_medium(out: Path, envs: list[str], args: argparse.Namespace) -> dict
                 for rel, sha in expected.items()
                 if sums.get(rel) != sha
             ]
-            datasets_[quality] = {**ref["datasets"][quality], "sha256": sums}
+            datasets_[quality] = {
+                "minari_id": dataset_id(env_id, quality),
+                "npz": str(npz_path(out, env_id, quality).relative_to(out)),
+                **{k: summary[k] for k in ("transitions", "episodes", "return_mean")},
+                "normalized_score": normalized_score(
+                    summary["return_mean"], ref["random_return"], ref["expert_return"]
+                ),
+                "sha256": sums,
+            }
         refs[env_id] = {
-            **{k: ref[k] for k in ("random_return", "expert_return", "medium_checkpoint")},
-            "medium_agent": ref["medium_agent"],
+            "random_return": ref["random_return"],
+            "expert_return": ref["expert_return"],
+            "medium_agent": relative_to(Path(medium["path"]), out),
+            "medium_checkpoint": {**medium, "path": relative_to(Path(medium["path"]), out)},
             "rebuilt_from": str(record_path),
-            "build": {**build, "processor": host_processor(), "versions": library_versions()},
+            "build": {
+                "train": {
+                    **training_settings(folder),
+                    **ENVS[env_id],
+                    "stopped_at": step,
+                    "numerics": args.numerics_record,
+                },
+                "record_seed": args.record_seed,
+                "record_threads": args.threads,
+                "numerics": args.numerics_record,
+                "processor": host_processor(),
+                "versions": library_versions(),
+            },
             "datasets": datasets_,
         }
-    ref_file = out / REFERENCE_FILE
-    ref_file.write_text(json.dumps(refs, indent=1) + "\n")
     if problems:
+        differing = sorted({line.rsplit("(", 1)[1].split()[0] for line in problems})
         raise ChecksumError(
             f"{len(problems)} rebuilt file(s) do not match {record_path}:\n  "
             + "\n  ".join(problems)
-            + "".join(_numerics_hints(record, out, envs))
+            + "\nNothing was recorded; the rebuilt files are left for inspection."
+            + "".join(_numerics_hints(record, out, differing, local=refs))
         )
+    ref_file = out / REFERENCE_FILE
+    existing = json.loads(ref_file.read_text()) if ref_file.exists() else {}
+    existing.update(refs)
+    ref_file.write_text(json.dumps(existing, indent=1) + "\n")
     return refs
 
 
@@ -600,12 +651,18 @@ def verify(out: Path, envs: list[str] | None = None, expect: Path | None = None)
     if not ref_file.exists():
         raise ChecksumError(f"no {ref_file}. Fix: build the datasets first (--stage all)")
     refs = json.loads(ref_file.read_text())
+    own_file = out / REFERENCE_FILE
+    own = json.loads(own_file.read_text()) if expect is not None and own_file.is_file() else {}
     lines, problems, differing = [], [], []
     for env_id in envs or list(refs):
         if env_id not in refs:
             problems.append(f"{env_id}: not in {ref_file} (it holds {sorted(refs)})")
             continue
         for quality, entry in refs[env_id]["datasets"].items():
+            rebuilt = own.get(env_id, {})
+            if "rebuilt_from" in rebuilt and quality not in rebuilt["datasets"]:
+                lines.append(f"skipped {env_id} {quality} (not rebuilt: --medium_only_from)")
+                continue
             if "sha256" not in entry:
                 problems.append(f"{env_id} {quality}: no checksums recorded (an older build)")
                 continue
@@ -634,12 +691,15 @@ def verify(out: Path, envs: list[str] | None = None, expect: Path | None = None)
     return lines
 
 
-def _numerics_hints(refs: dict[str, Any], out: Path, envs: list[str]) -> list[str]:
+def _numerics_hints(
+    refs: dict[str, Any], out: Path, envs: list[str], local: dict[str, Any] | None = None
+) -> list[str]:
     """Why the files of ``envs`` may differ from the record ``refs``: the numerics and processor
-    it was built with, against those of the files on disk (``out``'s own record, when there is
-    one), when either build was not portable or they differ."""
-    local_file = out / REFERENCE_FILE
-    local = json.loads(local_file.read_text()) if local_file.is_file() else {}
+    it was built with, against those of the files on disk (``local``, default ``out``'s own
+    record, when there is one), when either build was not portable or they differ."""
+    if local is None:
+        local_file = out / REFERENCE_FILE
+        local = json.loads(local_file.read_text()) if local_file.is_file() else {}
 
     def describe(build: dict[str, Any]) -> tuple[str, str]:
         mode = build.get("numerics", {}).get("mode", "native (not recorded)")
@@ -726,16 +786,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print("\n".join(lines) + f"\nall {len(lines)} files match {expect or out / REFERENCE_FILE}")
         return {}
     args.numerics_record = set_numerics(args.numerics)
+    if args.medium_only_from:
+        if args.stage != "all" or args.medium_checkpoint:
+            raise SystemExit("error: --medium_only_from takes the stage and checkpoint it records")
+        refs = rebuild_medium(out, args.envs, args)
+        print(f"medium and medium-replay of {', '.join(refs)} match {args.medium_only_from}")
+        return refs
     envs = args.envs or list(ENVS)
     unknown = [e for e in envs if e not in ENVS]
     if unknown:
         raise SystemExit(f"error: no build settings for {unknown}; known: {list(ENVS)}")
-    if args.medium_only_from:
-        if args.stage != "all" or args.medium_checkpoint:
-            raise SystemExit("error: --medium_only_from takes the stage and checkpoint it records")
-        refs = rebuild_medium(out, envs, args)
-        print(f"medium and medium-replay of {', '.join(refs)} match {args.medium_only_from}")
-        return refs
     medium_choices = parse_medium_choices(args.medium_checkpoint, envs)
     if args.stage in ("train", "all"):
         for env_id in envs:
