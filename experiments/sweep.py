@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from super_sac.sweep.grid import Grid
-from super_sac.sweep.local import run_local
+from super_sac.sweep.local import archived_trials, run_local
 from super_sac.sweep.report import index_evaluations, parse_references, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,6 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--max_failures", type=int, default=0, help="retries of a failed trial")
     run.add_argument("--no_report", action="store_true", help="skip the report at the end")
+    run.add_argument(
+        "--archive",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="local: a report folder whose copied evaluations hold trials of this grid that "
+        "finished in an earlier sweep folder (e.g. on another machine): they are not run again "
+        "(their settings must match this sweep's; repeatable)",
+    )
     report = sub.add_parser(
         "report", help="tables and learning curves of a sweep folder, or of several side by side"
     )
@@ -166,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         sweep_dir = Path(args.root) / args.name
         script = args.script or ROOT / "experiments" / "gym" / "train_gym.py"
         if args.backend == "ray":
+            if args.archive:
+                raise ValueError("--archive applies to the local backend")
             if args.order != "config" or args.max_trials is not None:
                 raise ValueError(
                     "--order seed and --max_trials apply to the local backend; Tune schedules "
@@ -186,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                 progress_interval=args.progress_interval,
             )
         else:
+            done = archived_trials(grid, script, args.archive) if args.archive else set()
             results = run_local(
                 grid,
                 sweep_dir,
@@ -197,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                 progress_interval=args.progress_interval,
                 order=args.order,
                 max_trials=args.max_trials,
+                done_elsewhere=done,
             )
         left = len(grid.trials(sweep_dir)) - len(results)
         if left:

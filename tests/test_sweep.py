@@ -680,6 +680,54 @@ def test_copied_evaluations_are_never_dropped_or_lost(tmp_path):
     assert not (table / "evaluations").exists()
 
 
+def test_a_new_sweep_skips_the_trials_an_archive_holds(tmp_path):
+    import io
+
+    from super_sac.sweep.grid import Grid
+    from super_sac.sweep.local import archived_trials, run_local
+    from super_sac.sweep.report import write_report
+
+    config = _config(tmp_path)
+    first = _fake_sweep(tmp_path, "first", [config], seeds="0,1")
+    write_report(first, out=tmp_path / "table", plot=False, evaluations=True)
+    script = tmp_path / "fake_train.py"  # written by _fake_sweep
+    grid = Grid.make([config], ["Pendulum-v1"], "0-2")
+    done = archived_trials(grid, None, [tmp_path / "table"])
+    assert done == {("sac", "Pendulum-v1", 0), ("sac", "Pendulum-v1", 1)}
+    results = run_local(
+        grid, tmp_path / "again", script=script, out=io.StringIO(), done_elsewhere=done
+    )
+    assert [(r.trial.seed, r.status) for r in results] == [
+        (0, "archived"),
+        (1, "archived"),
+        (2, "finished"),
+    ]
+    assert not (tmp_path / "again" / "sac" / "Pendulum-v1" / "seed_0").exists()
+    # the same config with other gin bindings is another experiment: its archive is refused
+    bound = Grid.make([config], ["Pendulum-v1"], "0-2", None, ["Agent.x = 1"])
+    with pytest.raises(ValueError, match="other settings than this sweep \\(gin_bindings"):
+        archived_trials(bound, None, [tmp_path / "table"])
+    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
+    cmd += ["run", "--root", str(tmp_path), "--name", "cli", "--configs", config]
+    cmd += ["--envs", "Pendulum-v1", "--seeds", "0-2", "--script", str(script), "--no_report"]
+    # the archive's runs came from train_gym.py (the default script), this sweep runs another
+    proc = subprocess.run(
+        [*cmd, "--archive", str(tmp_path / "table")], capture_output=True, text=True
+    )
+    assert proc.returncode != 0 and "script: 'fake_train.py' against 'train_gym.py'" in proc.stderr
+    scripted = Grid.make([config], ["Pendulum-v1"], "0", script=str(script))
+    run_local(scripted, tmp_path / "scripted", script=script, out=io.StringIO())
+    write_report(tmp_path / "scripted", out=tmp_path / "table2", plot=False, evaluations=True)
+    proc = subprocess.run(
+        [*cmd, "--archive", str(tmp_path / "table2")], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (tmp_path / "cli" / "sac" / "Pendulum-v1").iterdir()) == [
+        "seed_1",
+        "seed_2",
+    ]
+
+
 def test_more_seeds_of_one_config_can_come_from_a_second_sweep(tmp_path):
     from super_sac.sweep.report import build_report
 

@@ -49,7 +49,9 @@ def stop_trials(grace: float = 10.0) -> None:
 @dataclasses.dataclass
 class TrialResult:
     trial: Trial
-    status: str  # "skipped" (already finished), "finished", "failed" or "stopped" (interrupted)
+    # "skipped" (already finished), "archived" (finished in another folder, see done_elsewhere),
+    # "finished", "failed" or "stopped" (interrupted)
+    status: str
     attempts: int = 0
     resumed: bool = False  # whether an attempt continued from a checkpoint
     seconds: float = 0.0
@@ -297,6 +299,46 @@ def sweep_lock(sweep_dir: str | os.PathLike):
 TRIAL_ORDERS = ("config", "seed")
 
 
+def archived_trials(
+    grid: Grid, script: str | os.PathLike | None, archives: list[str | os.PathLike]
+) -> set[tuple[str, str, int]]:
+    """The trials of ``grid`` that the report folders ``archives`` already hold (their copied
+    evaluations, see :func:`super_sac.sweep.report.archived_runs`), for ``done_elsewhere``.
+
+    :raises ValueError: when an archived run of one of the grid's configs ran with other
+        settings (:func:`super_sac.sweep.report.experiment_identity`), or carries none (an
+        archive copied before they were recorded: index it with ``sweep.py index``).
+    """
+    from super_sac.sweep.grid import config_digests, included_digests
+    from super_sac.sweep.report import _identity_differences, archived_runs, experiment_identity
+
+    manifest = {
+        "grid": grid.to_json(),
+        "config_sha256": config_digests(grid, script),
+        "include_sha256": included_digests(grid, script),
+    }
+    identities = {Path(c).stem: experiment_identity(manifest, c) for c in grid.configs}
+    done = set()
+    for archive in archives:
+        for run in archived_runs(archive):
+            if run.config not in identities or run.env not in grid.envs:
+                continue
+            if run.identity is None:
+                raise ValueError(
+                    f"{run.source}: no recorded settings to hold it to this sweep's. Fix: "
+                    "sweep.py index the archive from its manifests"
+                )
+            diffs = _identity_differences(identities[run.config], run.identity)
+            if diffs:
+                raise ValueError(
+                    f"{run.source} ran {run.config} with other settings than this sweep ("
+                    + "; ".join(diffs)
+                    + "): leave that archive out, or run the sweep with its settings"
+                )
+            done.add((run.config, run.env, run.seed))
+    return done
+
+
 def run_local(
     grid: Grid,
     sweep_dir: str | os.PathLike,
@@ -310,6 +352,7 @@ def run_local(
     progress_interval: float = 60,
     order: str = "config",
     max_trials: int | None = None,
+    done_elsewhere: set[tuple[str, str, int]] | None = None,
 ) -> list[TrialResult]:
     """Run every unfinished trial of ``grid`` under ``sweep_dir``, ``workers`` at a time.
 
@@ -327,6 +370,8 @@ def run_local(
         grid and the manifest are the same either way).
     :param max_trials: start at most this many unfinished trials (in ``order``), then stop:
         a time-boxed job runs the sweep in slices (``None``: all).
+    :param done_elsewhere: ``(config stem, env, seed)`` of trials finished in an earlier sweep
+        folder whose evaluations a report archives (:func:`archived_trials`): skipped as done.
     :return: one result per trial started or skipped, in grid order.
     """
     if order not in TRIAL_ORDERS:
@@ -347,6 +392,7 @@ def run_local(
             progress_interval,
             order,
             max_trials,
+            done_elsewhere or set(),
         )
 
 
@@ -363,6 +409,7 @@ def _run_local(
     progress_interval: float,
     order: str,
     max_trials: int | None,
+    done_elsewhere: set[tuple[str, str, int]],
 ) -> list[TrialResult]:
     write_manifest(sweep_dir, grid, script)
     trials = grid.trials(sweep_dir)
@@ -371,6 +418,8 @@ def _run_local(
     for i, trial in enumerate(trials):
         if trial.state() == FINISHED:
             results[i] = TrialResult(trial, "skipped")
+        elif (Path(trial.config).stem, trial.env, trial.seed) in done_elsewhere:
+            results[i] = TrialResult(trial, "archived")
         else:
             todo.append(i)
     if order == "seed":
