@@ -302,7 +302,7 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
                 f"and include files, gin bindings, script arguments and step budget); {fix}"
             )
 
-    def add(run: _Run, where: str) -> None:
+    def add(run: _Run) -> None:
         key = (run.config, run.env, run.seed)
         if key in runs:
             if runs[key].source.read_bytes() == run.source.read_bytes():
@@ -336,7 +336,7 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
                 continue
             stem = Path(trial.config).stem
             run = _Run(stem, trial.env, trial.seed, source, str(sweep_dir), sweep_identity[stem])
-            add(run, str(sweep_dir))
+            add(run)
     for archive in archives:
         unknown = set()
         for run in archived_runs(archive):
@@ -344,7 +344,7 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
             check_identity(run.config, run.identity, where, run.origin)
             if run.identity is None:
                 unknown.add(run.config)
-            add(run, str(archive))
+            add(run)
         if unknown:
             warnings.append(
                 f"{archive} records no settings for {', '.join(sorted(unknown))} (an archive "
