@@ -319,3 +319,25 @@ def test_replay_episodes_refuses_what_is_not_one_run_in_order(tmp_path):
         replay_episodes(_pendulum_buffer(tmp_path, 6, 3, n_step_discounts=True), _box())
     with pytest.raises(ds.DatasetError, match="the buffer is full"):
         replay_episodes(_pendulum_buffer(tmp_path, 12, 5, size=10), _box())
+
+
+def test_compare_checksums_names_missing_and_differing_files(script, tmp_path):
+    """The one check behind --verify and --medium_only_from: a missing file, a file whose
+    SHA-256 differs (hashed here or taken from checksums already computed), and the matches."""
+    (tmp_path / "a.npz").write_bytes(b"a")
+    (tmp_path / "b.npz").write_bytes(b"b")
+    expected = {
+        "a.npz": sha256_file(tmp_path / "a.npz"),
+        "b.npz": "0" * 64,
+        "c.npz": "1" * 64,
+    }
+    problems, good = script.compare_checksums(tmp_path, expected, "Env medium")
+    assert good == ["a.npz"]
+    assert problems == [
+        f"{tmp_path / 'b.npz'}: sha256 {sha256_file(tmp_path / 'b.npz')} differs from the "
+        f"recorded {'0' * 64} (Env medium)",
+        f"{tmp_path / 'c.npz'}: missing (Env medium)",
+    ]
+    # checksums passed in are used as they are: the file is not read again
+    problems, good = script.compare_checksums(tmp_path, expected, "E q", {"b.npz": "0" * 64})
+    assert good == ["a.npz", "b.npz"] and problems == [f"{tmp_path / 'c.npz'}: missing (E q)"]

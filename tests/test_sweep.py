@@ -1195,3 +1195,29 @@ def test_offline_table_scores_the_last_evaluations_of_every_seed(tmp_path):
     assert crr[4] == "50.0 |"  # seed 0 of the extra folder: return 0 -> 50
     # the peer has no seed 0 here, and the extra column is left blank for peers
     assert lines[3] == "| d3rlpy IQL | - | 0.0 | 0.0 [0.0, 0.0] |  |"
+
+
+def test_a_run_reads_its_evaluations_once_and_a_missing_file_has_none(tmp_path):
+    """report.read_evaluations: the rows of a CSV, none for a file that is not there; a run's
+    ``rows`` are read on first use and kept (a report reads each file once)."""
+    from super_sac.sweep.report import archived_runs, read_evaluations
+
+    assert read_evaluations(tmp_path / "nowhere.csv") == []
+    folder = tmp_path / "evaluations"
+    folder.mkdir()
+    path = folder / "crr_HalfCheetah-v5_seed0.csv"
+    path.write_text("env_steps,phase,return_mean\n0,offline,1.5\n0,offline,2.5\n")
+    assert [r["return_mean"] for r in read_evaluations(path)] == ["1.5", "2.5"]
+    (run,) = archived_runs(tmp_path)
+    assert [r["return_mean"] for r in run.rows] == ["1.5", "2.5"]
+    path.write_text("env_steps,phase,return_mean\n")
+    assert len(run.rows) == 2  # kept from the first read
+
+
+def test_identity_differences_name_each_setting_and_skip_unrecorded_includes():
+    from super_sac.sweep.report import identity_differences
+
+    a = {"script": "train_gym.py", "steps": 100, "include_sha256": {"base.gin": "x"}}
+    b = {"script": "train_gym.py", "steps": 200, "include_sha256": None}
+    assert identity_differences(a, b) == ["steps: 100 against 200"]
+    assert identity_differences(a, dict(a)) == []

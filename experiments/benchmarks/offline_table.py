@@ -16,7 +16,6 @@ the peers, whose settings such a variant does not change).
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 
 import numpy as np
@@ -51,8 +50,7 @@ def last_means(
         raise SystemExit(f"error: {folder} holds runs on {envs}: a table is of one env")
     out: dict[str, dict[int, float]] = {}
     for run in runs:
-        with open(run.source, newline="") as f:
-            returns = [float(r["return_mean"]) for r in csv.DictReader(f)]
+        returns = [float(r["return_mean"]) for r in run.rows]
         score = 100 * (float(np.mean(returns[-last:])) - low) / (high - low)
         out.setdefault(run.config, {})[run.seed] = score
     return out

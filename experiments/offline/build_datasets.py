@@ -435,6 +435,32 @@ def checksums(out: Path, env_id: str, quality: str) -> dict[str, str]:
     return {str(p.relative_to(out)): sha256_file(p) for p in dataset_files(out, env_id, quality)}
 
 
+def compare_checksums(
+    out: Path, expected: dict[str, str], label: str, actual: dict[str, str] | None = None
+) -> tuple[list[str], list[str]]:
+    """Hold the files under ``out`` to the recorded ``{path relative to out: sha256}``.
+
+    :param label: names the dataset in each problem, e.g. ``"HalfCheetah-v5 medium"``.
+    :param actual: checksums already computed (:func:`checksums`); files not in it are hashed.
+    :return: ``(problems, matching paths)``: one line per file that is missing or differs.
+    """
+    problems, good = [], []
+    for rel, sha in expected.items():
+        path = out / rel
+        if actual is None or rel not in actual:
+            if not path.is_file():
+                problems.append(f"{path}: missing ({label})")
+                continue
+            digest = sha256_file(path)
+        else:
+            digest = actual[rel]
+        if digest != sha:
+            problems.append(f"{path}: sha256 {digest} differs from the recorded {sha} ({label})")
+        else:
+            good.append(rel)
+    return problems, good
+
+
 def record_env(
     out: Path, env_id: str, args: argparse.Namespace, medium_choice: str | None
 ) -> dict[str, Any]:
@@ -570,12 +596,7 @@ def rebuild_medium(out: Path, envs: list[str] | None, args: argparse.Namespace) 
         for quality, summary in summaries.items():
             sums = checksums(out, env_id, quality)
             expected = ref["datasets"][quality]["sha256"]
-            problems += [
-                f"{out / rel}: sha256 {sums.get(rel)} differs from the recorded {sha} "
-                f"({env_id} {quality})"
-                for rel, sha in expected.items()
-                if sums.get(rel) != sha
-            ]
+            problems += compare_checksums(out, expected, f"{env_id} {quality}", sums)[0]
             datasets_[quality] = {
                 "minari_id": dataset_id(env_id, quality),
                 "npz": str(npz_path(out, env_id, quality).relative_to(out)),
@@ -666,20 +687,11 @@ def verify(out: Path, envs: list[str] | None = None, expect: Path | None = None)
             if "sha256" not in entry:
                 problems.append(f"{env_id} {quality}: no checksums recorded (an older build)")
                 continue
-            for rel, expected in entry["sha256"].items():
-                path = out / rel
-                if not path.is_file():
-                    problems.append(f"{path}: missing ({env_id} {quality})")
-                    continue
-                actual = sha256_file(path)
-                if actual != expected:
-                    differing.append(env_id)
-                    problems.append(
-                        f"{path}: sha256 {actual} differs from the recorded {expected} "
-                        f"({env_id} {quality})"
-                    )
-                else:
-                    lines.append(f"ok {rel}")
+            bad, good = compare_checksums(out, entry["sha256"], f"{env_id} {quality}")
+            problems += bad
+            lines += [f"ok {rel}" for rel in good]
+            if any("differs" in line for line in bad):
+                differing.append(env_id)
     if problems:
         raise ChecksumError(
             f"{len(problems)} dataset file(s) do not match {ref_file}:\n  "

@@ -310,7 +310,7 @@ def archived_trials(
         archive copied before they were recorded: index it with ``sweep.py index``).
     """
     from super_sac.sweep.grid import config_digests, included_digests
-    from super_sac.sweep.report import _identity_differences, archived_runs, experiment_identity
+    from super_sac.sweep.report import archived_runs, experiment_identity, identity_differences
 
     manifest = {
         "grid": grid.to_json(),
@@ -328,7 +328,7 @@ def archived_trials(
                     f"{run.source}: no recorded settings to hold it to this sweep's. Fix: "
                     "sweep.py index the archive from its manifests"
                 )
-            diffs = _identity_differences(identities[run.config], run.identity)
+            diffs = identity_differences(identities[run.config], run.identity)
             if diffs:
                 raise ValueError(
                     f"{run.source} ran {run.config} with other settings than this sweep ("

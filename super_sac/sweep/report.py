@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -43,12 +44,14 @@ def read_curve(run_dir: str | os.PathLike, column: str = "return_mean") -> tuple
 
 def _read_rows(run_dir: str | os.PathLike) -> list[dict[str, str]]:
     """The rows of a run's ``evaluations.csv`` (none without one)."""
-    path = Path(run_dir) / EVAL_CSV
-    return _rows(path) if path.is_file() else []
+    return read_evaluations(Path(run_dir) / EVAL_CSV)
 
 
-def _rows(path: Path) -> list[dict[str, str]]:
-    """The rows of an evaluations CSV file."""
+def read_evaluations(path: str | os.PathLike) -> list[dict[str, str]]:
+    """The rows of an evaluations CSV file (``evaluations.csv`` or an archived copy; none when
+    there is no such file), each a dict of :data:`super_sac.reporting.EVAL_CSV_COLUMNS`."""
+    if not Path(path).is_file():
+        return []
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
 
@@ -122,6 +125,11 @@ class _Run:
     origin: str  # the sweep folder it ran in (carried through archives), for the index
     identity: dict[str, Any] | None  # the experiment's settings (None: an older archive)
 
+    @functools.cached_property
+    def rows(self) -> list[dict[str, str]]:
+        """Its evaluations (:func:`read_evaluations`), read once."""
+        return read_evaluations(self.source)
+
     @property
     def file_name(self) -> str:
         return f"{self.config}_{env_folder(self.env)}_seed{self.seed}.csv"
@@ -142,7 +150,7 @@ def experiment_identity(manifest: dict[str, Any], config: str) -> dict[str, Any]
     }
 
 
-def _identity_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+def identity_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
     """The settings that differ (includes are compared only when both manifests record them:
     sweeps started before includes were recorded have none)."""
     return [
@@ -286,7 +294,7 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
             identities[stem] = (identity, where, origin)
             return
         known, known_where, known_origin = identities[stem]
-        diffs = _identity_differences(known, identity)
+        diffs = identity_differences(known, identity)
         unknown_file = identity["config_sha256"] is None and origin != known_origin
         if diffs or unknown_file:
             fix = "give the other experiment's gin file another name"
@@ -330,12 +338,12 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
                 configs.append(stem)
         envs += [env for env in grid.envs if env not in envs]
         for trial in grid.trials(sweep_dir):
-            source = Path(trial.folder) / EVAL_CSV
-            if trial.state() != FINISHED or not _read_rows(trial.folder):
-                missing.append((Path(trial.config).stem, trial.env, trial.seed, trial.key))
-                continue
             stem = Path(trial.config).stem
+            source = Path(trial.folder) / EVAL_CSV
             run = _Run(stem, trial.env, trial.seed, source, str(sweep_dir), sweep_identity[stem])
+            if trial.state() != FINISHED or not run.rows:
+                missing.append((stem, trial.env, trial.seed, trial.key))
+                continue
             add(run)
     for archive in archives:
         unknown = set()
@@ -386,7 +394,7 @@ def collect(
     seeds: dict[tuple[str, str], list[int]] = defaultdict(list)  # parallel to curves
     online = False  # whether any trial has an online evaluation
     for run in gathered["runs"]:
-        rows = _rows(run.source)
+        rows = run.rows
         online = online or _has_online(rows)
         curves[(run.config, run.env)].append(_curve(rows, column))
         seeds[(run.config, run.env)].append(run.seed)
