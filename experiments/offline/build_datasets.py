@@ -176,11 +176,19 @@ def set_numerics(mode: str) -> dict[str, Any]:
 
 
 def host_processor() -> str:
-    """The CPU's model name (``/proc/cpuinfo`` on Linux, else :func:`platform.processor`)."""
+    """The CPU's model name with its family, model and stepping (``/proc/cpuinfo`` on Linux:
+    virtual machines often show a bare name such as ``AMD EPYC`` for several generations), else
+    :func:`platform.processor`."""
     try:
+        fields: dict[str, str] = {}
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            key, _, value = line.partition(":")
+            if not key.strip():
+                break  # the first processor's block only
+            fields.setdefault(key.strip(), value.strip())
+        if "model name" in fields:
+            ids = [f"{k} {fields[k]}" for k in ("cpu family", "model", "stepping") if k in fields]
+            return fields["model name"] + (f" ({', '.join(ids)})" if ids else "")
     except OSError:
         pass
     return platform.processor() or platform.machine()
