@@ -331,13 +331,16 @@ def test_compare_checksums_names_missing_and_differing_files(script, tmp_path):
         "b.npz": "0" * 64,
         "c.npz": "1" * 64,
     }
-    problems, good = script.compare_checksums(tmp_path, expected, "Env medium")
-    assert good == ["a.npz"]
+    problems, good, differing = script.compare_checksums(tmp_path, expected, "Env medium")
+    assert good == ["a.npz"] and differing == ["b.npz"]
     assert problems == [
         f"{tmp_path / 'b.npz'}: sha256 {sha256_file(tmp_path / 'b.npz')} differs from the "
         f"recorded {'0' * 64} (Env medium)",
         f"{tmp_path / 'c.npz'}: missing (Env medium)",
     ]
     # checksums passed in are used as they are: the file is not read again
-    problems, good = script.compare_checksums(tmp_path, expected, "E q", {"b.npz": "0" * 64})
-    assert good == ["a.npz", "b.npz"] and problems == [f"{tmp_path / 'c.npz'}: missing (E q)"]
+    problems, good, differing = script.compare_checksums(
+        tmp_path, expected, "E q", {"b.npz": "0" * 64}
+    )
+    assert good == ["a.npz", "b.npz"] and not differing
+    assert problems == [f"{tmp_path / 'c.npz'}: missing (E q)"]

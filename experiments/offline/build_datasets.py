@@ -50,7 +50,7 @@ import json
 import os
 import platform
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -443,16 +443,24 @@ def checksums(out: Path, env_id: str, quality: str) -> dict[str, str]:
     return {str(p.relative_to(out)): sha256_file(p) for p in dataset_files(out, env_id, quality)}
 
 
+class ChecksumCheck(NamedTuple):
+    """What :func:`compare_checksums` found: one line per missing or differing file, the
+    matching paths, and the differing ones (relative to the build folder)."""
+
+    problems: list[str]
+    good: list[str]
+    differing: list[str]
+
+
 def compare_checksums(
     out: Path, expected: dict[str, str], label: str, actual: dict[str, str] | None = None
-) -> tuple[list[str], list[str]]:
+) -> ChecksumCheck:
     """Hold the files under ``out`` to the recorded ``{path relative to out: sha256}``.
 
     :param label: names the dataset in each problem, e.g. ``"HalfCheetah-v5 medium"``.
     :param actual: checksums already computed (:func:`checksums`); files not in it are hashed.
-    :return: ``(problems, matching paths)``: one line per file that is missing or differs.
     """
-    problems, good = [], []
+    problems, good, differing = [], [], []
     for rel, sha in expected.items():
         path = out / rel
         if actual is None or rel not in actual:
@@ -464,9 +472,10 @@ def compare_checksums(
             digest = actual[rel]
         if digest != sha:
             problems.append(f"{path}: sha256 {digest} differs from the recorded {sha} ({label})")
+            differing.append(rel)
         else:
             good.append(rel)
-    return problems, good
+    return ChecksumCheck(problems, good, differing)
 
 
 def record_env(
@@ -604,7 +613,7 @@ def rebuild_medium(out: Path, envs: list[str] | None, args: argparse.Namespace) 
         for quality, summary in summaries.items():
             sums = checksums(out, env_id, quality)
             expected = ref["datasets"][quality]["sha256"]
-            problems += compare_checksums(out, expected, f"{env_id} {quality}", sums)[0]
+            problems += compare_checksums(out, expected, f"{env_id} {quality}", sums).problems
             datasets_[quality] = {
                 "minari_id": dataset_id(env_id, quality),
                 "npz": str(npz_path(out, env_id, quality).relative_to(out)),
@@ -695,10 +704,10 @@ def verify(out: Path, envs: list[str] | None = None, expect: Path | None = None)
             if "sha256" not in entry:
                 problems.append(f"{env_id} {quality}: no checksums recorded (an older build)")
                 continue
-            bad, good = compare_checksums(out, entry["sha256"], f"{env_id} {quality}")
-            problems += bad
-            lines += [f"ok {rel}" for rel in good]
-            if any("differs" in line for line in bad):
+            check = compare_checksums(out, entry["sha256"], f"{env_id} {quality}")
+            problems += check.problems
+            lines += [f"ok {rel}" for rel in check.good]
+            if check.differing:
                 differing.append(env_id)
     if problems:
         raise ChecksumError(
