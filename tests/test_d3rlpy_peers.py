@@ -156,6 +156,8 @@ def test_bad_settings_and_online_steps_are_refused_with_the_reason(trial, datase
         trial.d3rlpy_settings(algo="cql")
     with pytest.raises(ValueError, match="critic_temperature = 'hot'"):
         trial.d3rlpy_settings(algo="awac", critic_temperature="hot")
+    with pytest.raises(ValueError, match="observation_scaler = 'minmax': expected 'reproduction'"):
+        trial.d3rlpy_settings(algo="iql", observation_scaler="minmax")
     base = [sys.executable, str(BENCHMARKS / "d3rlpy_trial.py")]
     args = ["--config", str(PEERS / "d3rlpy_bc.gin"), "--env", ENV, "--run_dir", str(tmp_path)]
     proc = subprocess.run(
@@ -249,6 +251,27 @@ def test_a_checkpoint_restores_weights_optimizer_step_counter_and_scalers(trial,
     b = other.impl.modules.actor_optim.state_dict()["optim"]["state"]
     assert a and all(torch.equal(a[k]["exp_avg"], b[k]["exp_avg"]) for k in a)
     assert trial.load_checkpoint(tmp_path / "none", other) == (0, [])
+
+
+def test_the_standard_observation_scaler_probe_standardises_iql_inputs(trial, dataset):
+    from super_sac.datasets import load_transitions
+    from super_sac.wrappers import make_gym_env
+
+    data, _ = load_transitions(dataset, make_gym_env(ENV))
+    mdp = trial.to_mdp_dataset(data)
+    stock = trial.build_model(trial.d3rlpy_settings(algo="iql", gradient_steps=8), mdp, seed=0)
+    assert stock.observation_scaler is None  # IQL's reproduction leaves observations as they are
+    settings = trial.load_settings(PEERS / "d3rlpy_iql_std.gin")
+    assert settings["algo"] == "iql" and settings["observation_scaler"] == "standard"
+    probe = trial.build_model(settings, mdp, seed=0)
+    # fitted on the dataset as TD3+BC's reproduction fits its own
+    td3bc = trial.build_model(trial.d3rlpy_settings(algo="td3bc", gradient_steps=8), mdp, seed=0)
+    np.testing.assert_array_equal(probe.observation_scaler.mean, td3bc.observation_scaler.mean)
+    np.testing.assert_array_equal(probe.observation_scaler.std, td3bc.observation_scaler.std)
+    obs = data.obs["obs"].astype(np.float64)
+    assert np.abs(probe.observation_scaler.mean - obs.mean(0)).max() < 0.1 * obs.std(0).min()
+    assert probe.config.reward_scaler is not None  # the rest of the reproduction is kept
+    assert probe.config.weight_temp == stock.config.weight_temp == 3.0
 
 
 def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(trial, dataset, tmp_path):

@@ -61,6 +61,7 @@ from super_sac.wrappers import make_gym_env
 
 ALGOS = ("bc", "iql", "td3bc", "awac")
 CRITIC_TEMPERATURES = ("neutral", "stock")
+OBSERVATION_SCALERS = ("reproduction", "standard")
 
 
 @gin.configurable("d3rlpy")
@@ -69,6 +70,7 @@ def d3rlpy_settings(
     gradient_steps: int = 100_000,
     batch_size: int | None = None,
     critic_temperature: str = "neutral",
+    observation_scaler: str = "reproduction",
     eval_interval: int = 5000,
     eval_episodes: int = 10,
     source: str = "",
@@ -84,6 +86,9 @@ def d3rlpy_settings(
         2.x's AWAC critic with -30 after building, so its TD target is ``min Q'(s', a')`` as in
         the AWAC paper; ``"stock"`` leaves it at 0, a soft critic at temperature 1 (see
         ``offline_d3rlpy.py``'s docstring for why that matters).
+    :param observation_scaler: ``"reproduction"`` keeps the reproduction script's (TD3+BC
+        standardises observations, the others do not); ``"standard"`` standardises them with
+        the dataset's mean and std for any algorithm (a probe, e.g. of IQL on medium-replay).
     :param eval_interval: gradient steps between evaluations.
     :param eval_episodes: deterministic episodes per evaluation.
     :param source: where the settings come from, kept in ``hparams.json``.
@@ -94,6 +99,11 @@ def d3rlpy_settings(
         raise ValueError(
             f"d3rlpy.critic_temperature = {critic_temperature!r}: expected 'neutral' or 'stock'"
         )
+    if observation_scaler not in OBSERVATION_SCALERS:
+        raise ValueError(
+            f"d3rlpy.observation_scaler = {observation_scaler!r}: expected 'reproduction' or "
+            "'standard'"
+        )
     if gradient_steps < 1 or eval_interval < 1 or eval_episodes < 1:
         raise ValueError(
             "d3rlpy.gradient_steps, d3rlpy.eval_interval and d3rlpy.eval_episodes must be positive"
@@ -103,6 +113,7 @@ def d3rlpy_settings(
         "gradient_steps": int(gradient_steps),
         "batch_size": None if batch_size is None else int(batch_size),
         "critic_temperature": critic_temperature if algo == "awac" else None,
+        "observation_scaler": observation_scaler,
         "eval_interval": int(eval_interval),
         "eval_episodes": int(eval_episodes),
         "source": source,
@@ -160,7 +171,10 @@ def build_model(settings: dict[str, Any], dataset, seed: int):
 
     d3rlpy.seed(seed)
     model = d3rlpy_config(
-        f"d3rlpy_{settings['algo']}", settings["gradient_steps"], settings["batch_size"]
+        f"d3rlpy_{settings['algo']}",
+        settings["gradient_steps"],
+        settings["batch_size"],
+        standardize=settings.get("observation_scaler") == "standard",
     ).create(device="cpu:0")
     model.build_with_dataset(dataset)
     # fit the data scalers now (d3rlpy fits them on the first ``fit``), so a model restored

@@ -226,13 +226,28 @@ def to_mdp_dataset(data: Any) -> Any:
     )
 
 
-def d3rlpy_config(algo: str, steps: int, batch: int | None) -> Any:
+def d3rlpy_config(algo: str, steps: int, batch: int | None, standardize: bool = False) -> Any:
     """The d3rlpy config of ``algo`` with its reproduction settings (see the module docstring).
 
     :param algo: one of :data:`D3RLPY`.
     :param steps: the run's gradient steps (IQL's cosine schedule spans them).
     :param batch: a batch size for every algorithm instead of its own (None: its own).
+    :param standardize: standardise observations with the dataset's mean and std
+        (``StandardObservationScaler``) whatever the reproduction does: a probe of how much an
+        algorithm's result hangs on input scale (TD3+BC's reproduction already does it).
     """
+    import dataclasses
+
+    import d3rlpy
+
+    config = _reproduction_config(algo, steps, batch)
+    if standardize:
+        scaler = d3rlpy.preprocessing.StandardObservationScaler()
+        config = dataclasses.replace(config, observation_scaler=scaler)
+    return config
+
+
+def _reproduction_config(algo: str, steps: int, batch: int | None) -> Any:
     import d3rlpy
 
     def size(own: int) -> int:
