@@ -101,8 +101,8 @@ def d3rlpy_settings(
         )
     if observation_scaler not in OBSERVATION_SCALERS:
         raise ValueError(
-            f"d3rlpy.observation_scaler = {observation_scaler!r}: expected 'reproduction' or "
-            "'standard'"
+            f"d3rlpy.observation_scaler = {observation_scaler!r}: expected "
+            + " or ".join(map(repr, OBSERVATION_SCALERS))
         )
     if gradient_steps < 1 or eval_interval < 1 or eval_episodes < 1:
         raise ValueError(
@@ -174,7 +174,7 @@ def build_model(settings: dict[str, Any], dataset, seed: int):
         f"d3rlpy_{settings['algo']}",
         settings["gradient_steps"],
         settings["batch_size"],
-        standardize=settings.get("observation_scaler") == "standard",
+        standardize=settings["observation_scaler"] == "standard",
     ).create(device="cpu:0")
     model.build_with_dataset(dataset)
     # fit the data scalers now (d3rlpy fits them on the first ``fit``), so a model restored
