@@ -563,6 +563,10 @@ def test_more_seeds_join_a_committed_report_whose_sweep_is_gone(tmp_path):
     (unfinished / "sac" / "Pendulum-v1" / "seed_0" / "summary.json").unlink()
     assert build_report(unfinished)["unfinished_trials"] == ["sac/Pendulum-v1/seed_0"]
     assert build_report(unfinished, archives=[table])["unfinished_trials"] == []
+    # the same trial unfinished in two sweeps is listed once
+    again = _fake_sweep(tmp_path, "again", [_config(tmp_path)], seeds="0")
+    (again / "sac" / "Pendulum-v1" / "seed_0" / "summary.json").unlink()
+    assert build_report([unfinished, again])["unfinished_trials"] == ["sac/Pendulum-v1/seed_0"]
     cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
     cmd += ["report", str(more), "--archive", str(table), "--out", str(tmp_path / "cli")]
     proc = subprocess.run([*cmd, "--no_plot"], capture_output=True, text=True)

@@ -365,8 +365,9 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
         "envs": envs,
         "runs": ordered,
         "budgets": budgets,
-        # trials of a sweep that did not finish and that no archive supplied
-        "missing": [key for *run, key in missing if tuple(run) not in runs],
+        # trials of a sweep that did not finish and that no archive supplied, each once (two
+        # sweeps over the same trial both list it)
+        "missing": list(dict.fromkeys(key for *run, key in missing if tuple(run) not in runs)),
         "warnings": warnings,
     }
 
