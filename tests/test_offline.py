@@ -363,3 +363,41 @@ def test_offline_script_resumes_from_its_run_directory(dataset):
     assert [e["phase"] for e in resumed["eval_history"]][-1] == "online"
     with pytest.raises(SystemExit):  # a new run needs its dataset
         train_offline(["--config", "awac.gin", "--logging", "none"])
+
+
+def test_kept_fraction_diagnostic_scores_rescaled_dataset_actions(dataset, monkeypatch, capsys):
+    """experiments/benchmarks/afbc_kept_fraction.py: shares of A >= 0 in [0, 1], fewer kept
+    against the best of many policy samples than against one, and the dataset's actions
+    rescaled from Pendulum's [-2, 2] to [-1, 1] before they are scored."""
+    import importlib.util
+
+    from super_sac import adv_estimator
+
+    run = _small_awac_run(dataset, 50, 0, "FlatEncoder.standardize = True")
+    path = ROOT / "experiments" / "benchmarks" / "afbc_kept_fraction.py"
+    spec = importlib.util.spec_from_file_location("afbc_kept_fraction", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    seen = []
+    estimate = adv_estimator.estimate_advantage
+
+    def spy(agent, rep, actions, **kwargs):
+        seen.append(actions)
+        return estimate(agent, rep, actions, **kwargs)
+
+    monkeypatch.setattr(adv_estimator, "estimate_advantage", spy)
+    shares = script.kept_fractions(run["run_dir"], dataset, "Pendulum-v1", [1, 64], n=150)
+    raw = np.load(dataset)["action"]
+    assert np.abs(raw).max() > 1.5  # the raw actions use Pendulum's range
+    assert all(a.abs().max() <= 1.0 and a.abs().max() > 0.75 and len(a) == 150 for a in seen)
+    assert all(0.0 <= v <= 1.0 for by_k in shares.values() for v in by_k.values())
+    assert shares["max"][64] < shares["max"][1]
+    capsys.readouterr()  # drop what the training run printed
+    script.main([run["run_dir"], "--dataset", str(dataset), "--env", "Pendulum-v1",
+                 "--samples", "1", "4", "--n", "50"])  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "| V over k policy samples | k = 1 | k = 4 |"
+    assert out[2].startswith("| max | ") and out[3].startswith("| mean | ")
+    assert out[4].startswith("| max, by priority | ")
+    # a batch drawn by advantage priority holds at least the uniform share of kept samples
+    assert all(shares["max, by priority"][k] >= shares["max"][k] for k in (1, 64))

@@ -1205,6 +1205,16 @@ def test_offline_table_scores_the_last_evaluations_of_every_seed(tmp_path):
     assert crr[4] == "50.0 |"  # seed 0 of the extra folder: return 0 -> 50
     # the peer has no seed 0 here, and the extra column is left blank for peers
     assert lines[3] == "| d3rlpy IQL | - | 0.0 | 0.0 [0.0, 0.0] |  |"
+    # --from_step: the mean of the evaluations at that phase step or later (here 10, 15, 20, 25)
+    cmd = [sys.executable, str(script), str(tmp_path / "report"), "--reference=-100:100"]
+    proc = subprocess.run([*cmd, "--from_step", "10"], capture_output=True, text=True)
+    assert proc.returncode != 0  # the peer's run ends at step 5
+    assert "d3rlpy_iql seed 1 has no evaluation at that phase step or later" in proc.stderr
+    (folder / "d3rlpy_iql_HalfCheetah-v5_seed1.csv").unlink()
+    proc = subprocess.run([*cmd, "--from_step", "10"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    crr = proc.stdout.splitlines()[2].split(" | ")
+    assert crr[1:3] == ["72.5", "87.5"]  # (45 + 100) / 2 and (75 + 100) / 2
 
 
 def test_a_run_reads_its_evaluations_once_and_a_missing_file_has_none(tmp_path):

@@ -10,7 +10,9 @@ The normalized score is ``100 * (return - random) / (expert - random)`` with the
 returns of the dataset build (``--reference``, default HalfCheetah-v5's of
 ``results/offline18/reference_returns.json``). ``--extra LABEL=FOLDER`` adds a column with the
 seed-0 score of each of our methods in another report folder (blank where it has none, and for
-the peers, whose settings such a variant does not change).
+the peers, whose settings such a variant does not change). ``--from_step N`` scores each seed by
+the mean of all its evaluations at phase step ``N`` or later instead (the plateau statistic the
+README quotes with ``--from_step 15000``: 18 evaluations of a 100,000-step run).
 """
 
 from __future__ import annotations
@@ -39,9 +41,10 @@ LABELS = {
 
 
 def last_means(
-    folder: str | Path, last: int, low: float, high: float
+    folder: str | Path, last: int, low: float, high: float, from_step: int | None = None
 ) -> dict[str, dict[int, float]]:
-    """``{config: {seed: normalized mean of the last ``last`` evaluations}}`` of a report folder."""
+    """``{config: {seed: normalized mean of the last ``last`` evaluations}}`` of a report folder,
+    or, with ``from_step``, of every evaluation at that phase step or later."""
     if last < 1:
         raise SystemExit(f"error: --last {last}: average at least the final evaluation")
     runs = archived_runs(folder)
@@ -51,7 +54,16 @@ def last_means(
     out: dict[str, dict[int, float]] = {}
     for run in runs:
         returns = [float(r["return_mean"]) for r in run.rows]
-        score = 100 * (float(np.mean(returns[-last:])) - low) / (high - low)
+        if from_step is None:
+            returns = returns[-last:]
+        else:
+            returns = [x for x, r in zip(returns, run.rows) if int(r["phase_step"]) >= from_step]
+            if not returns:
+                raise SystemExit(
+                    f"error: --from_step {from_step}: {run.config} seed {run.seed} has no "
+                    "evaluation at that phase step or later; lower it or use --last"
+                )
+        score = 100 * (float(np.mean(returns)) - low) / (high - low)
         out.setdefault(run.config, {})[run.seed] = score
     return out
 
@@ -62,10 +74,11 @@ def table(
     last: int = 5,
     reference: tuple[float, float] = (-274.8601, 4412.4562),
     extras: list[tuple[str, str]] | None = None,
+    from_step: int | None = None,
 ) -> str:
     """The Markdown table of one report folder (see the module docstring)."""
-    scores = last_means(folder, last, *reference)
-    extra = [(label, last_means(path, last, *reference)) for label, path in extras or []]
+    scores = last_means(folder, last, *reference, from_step)
+    extra = [(label, last_means(path, last, *reference, from_step)) for label, path in extras or []]
     seeds = sorted({s for by_seed in scores.values() for s in by_seed})
     header = [title, *(f"seed {s}" for s in seeds), "mean [95% CI]", *(e[0] for e in extra)]
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
@@ -96,12 +109,19 @@ def main(argv: list[str] | None = None) -> None:
         help="the returns that normalise to 0 and 100",
     )
     p.add_argument("--extra", action="append", default=[], metavar="LABEL=FOLDER")
+    p.add_argument(
+        "--from_step",
+        type=int,
+        default=None,
+        help="score each seed by its evaluations at this phase step or later (not --last)",
+    )
     args = p.parse_args(argv)
     low, _, high = args.reference.partition(":")
     if any("=" not in e for e in args.extra):
         p.error("--extra takes LABEL=FOLDER")
     extras = [tuple(e.split("=", 1)) for e in args.extra]
-    print(table(args.folder, args.title, args.last, (float(low), float(high)), extras), end="")
+    reference = (float(low), float(high))
+    print(table(args.folder, args.title, args.last, reference, extras, args.from_step), end="")
 
 
 if __name__ == "__main__":
