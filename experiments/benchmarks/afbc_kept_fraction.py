@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from super_sac import adv_estimator
+from super_sac import adv_estimator, datasets
 from super_sac.cli.factories import make_env
 from super_sac.cli.recording import load_agent
 
@@ -51,13 +51,11 @@ def kept_fractions(
     """
     run_dir = Path(run_dir)
     agent = load_agent(run_dir / "agent.pt", run_dir / "config.gin", make_env(env_id))
-    data = np.load(dataset)
-    low, high = data["action_low"], data["action_high"]
+    data, _ = datasets.load_npz(dataset)  # actions rescaled to [-1, 1], as training saw them
     rng = np.random.default_rng(seed)
-    idx = rng.choice(len(data["action"]), min(n, len(data["action"])), replace=False)
-    obs = {"obs": torch.as_tensor(data["obs/obs"][idx], dtype=torch.float32)}
-    action = 2.0 * (data["action"][idx] - low) / (high - low) - 1.0  # as the loader rescales
-    action = torch.as_tensor(action, dtype=torch.float32)
+    idx = rng.choice(len(data), min(n, len(data)), replace=False)
+    obs = {k: torch.as_tensor(v[idx], dtype=torch.float32) for k, v in data.obs.items()}
+    action = torch.as_tensor(data.action[idx], dtype=torch.float32)
     torch.manual_seed(seed)
     out: dict[str, dict[int, float]] = {"max": {}, "mean": {}, "max, by priority": {}}
     with torch.no_grad():
