@@ -141,7 +141,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gin_bindings", action="append", default=[], help="repeatable")
     p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.add_argument("--resume", default=None, help="continue the trial in this folder")
+    p.add_argument(
+        "--device",
+        default="cpu:0",
+        help="d3rlpy's device: 'cpu:0' (the tables of record) or 'cuda:0' (a GPU machine; "
+        "pass it in the sweep's --script_args)",
+    )
     return p.parse_args(argv)
+
+
+def check_device(device: str) -> str:
+    """``device`` if this machine has it, else a ``SystemExit`` naming the fix."""
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(
+            f"error: --device {device}: this machine has no CUDA device (torch "
+            f"{torch.__version__}). Fix: --device cpu:0, or run on a GPU machine"
+        )
+    if not device.startswith(("cpu", "cuda")):
+        raise SystemExit(f"error: --device {device}: expected 'cpu:0' or 'cuda:<index>'")
+    return device
 
 
 class GreedyPolicy:
@@ -163,9 +183,9 @@ class GreedyPolicy:
         pass
 
 
-def build_model(settings: dict[str, Any], dataset, seed: int):
-    """The d3rlpy model of ``settings``, built on ``dataset`` (CPU, seeded); AWAC's critic
-    temperature neutralised unless ``critic_temperature == "stock"``."""
+def build_model(settings: dict[str, Any], dataset, seed: int, device: str = "cpu:0"):
+    """The d3rlpy model of ``settings``, built on ``dataset`` (seeded, on ``device``); AWAC's
+    critic temperature neutralised unless ``critic_temperature == "stock"``."""
     import d3rlpy
     from d3rlpy.algos.utility import build_scalers_with_transition_picker
 
@@ -175,7 +195,7 @@ def build_model(settings: dict[str, Any], dataset, seed: int):
         settings["gradient_steps"],
         settings["batch_size"],
         standardize=settings["observation_scaler"] == "standard",
-    ).create(device="cpu:0")
+    ).create(device=device)
     model.build_with_dataset(dataset)
     # fit the data scalers now (d3rlpy fits them on the first ``fit``), so a model restored
     # from a checkpoint acts on scaled observations before it trains again
@@ -244,15 +264,22 @@ def load_checkpoint(run_dir: Path, model) -> tuple[int, list[dict[str, Any]]]:
 
 
 def train(
-    settings: dict[str, Any], env_id: str, seed: int, data, run_dir: Path, resume: bool = False
+    settings: dict[str, Any],
+    env_id: str,
+    seed: int,
+    data,
+    run_dir: Path,
+    resume: bool = False,
+    device: str = "cpu:0",
 ) -> dict:
     """``gradient_steps`` of d3rlpy's ``fit`` in chunks of ``eval_interval``, an evaluation and
     a checkpoint after each, and the trial's files; with ``resume``, continue from the newest
-    checkpoint in ``run_dir``. :return: the summary."""
+    checkpoint in ``run_dir`` (on ``device``, which may differ from the interrupted run's).
+    :return: the summary."""
     import d3rlpy
 
     dataset = to_mdp_dataset(data)
-    model = build_model(settings, dataset, seed)
+    model = build_model(settings, dataset, seed, device)
     done, history = load_checkpoint(run_dir, model) if resume else (0, [])
     if resume:
         d3rlpy.seed(seed + 7919 * done)  # fresh minibatch draws after the resume point
@@ -308,6 +335,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(args.threads)
+    device = check_device(args.device)
     settings = load_settings(args.config, args.gin_bindings)
     if args.resume:
         changed = {k: (saved.get(k), v) for k, v in settings.items() if saved.get(k) != v}
@@ -337,9 +365,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "config": args.config,
                 "d3rlpy": d3rlpy.__version__,
                 "torch": torch.__version__,
+                "device": device,
             },
         )
-    summary = train(settings, args.env, args.seed, data, run_dir, resume=bool(args.resume))
+    summary = train(
+        settings, args.env, args.seed, data, run_dir, resume=bool(args.resume), device=device
+    )
     atomic_write_json(run_dir / SUMMARY, summary)
     print(json.dumps({k: summary[k] for k in ("gradient_steps", "final_eval_return")}))
     return summary
