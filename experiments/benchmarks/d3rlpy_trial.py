@@ -56,7 +56,7 @@ from super_sac.datasets import load_transitions
 from super_sac.evaluation import evaluate_agent
 from super_sac.reporting import EVAL_CSV, EVAL_ENV_INDEX, append_eval_csv, eval_csv_text
 from super_sac.sweep.grid import SUMMARY
-from super_sac.utils import atomic_write_json, atomic_write_text
+from super_sac.utils import atomic_write_json, atomic_write_text, get_device
 from super_sac.wrappers import make_gym_env
 
 ALGOS = ("bc", "iql", "td3bc", "awac")
@@ -151,17 +151,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def check_device(device: str) -> str:
-    """``device`` if this machine has it, else a ``SystemExit`` naming the fix."""
-    import torch
-
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit(
-            f"error: --device {device}: this machine has no CUDA device (torch "
-            f"{torch.__version__}). Fix: --device cpu:0, or run on a GPU machine"
-        )
-    if not device.startswith(("cpu", "cuda")):
-        raise SystemExit(f"error: --device {device}: expected 'cpu:0' or 'cuda:<index>'")
-    return device
+    """``device`` as d3rlpy takes it, parsed and checked by :func:`super_sac.utils.get_device`
+    (CUDA without a GPU is refused); a bad one exits with the reason."""
+    try:
+        return str(get_device(device))
+    except (ValueError, RuntimeError) as err:  # torch.device raises RuntimeError on a bad type
+        raise SystemExit(f"error: --device {device}: {err}") from None
 
 
 class GreedyPolicy:
