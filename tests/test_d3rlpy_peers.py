@@ -315,3 +315,114 @@ def test_every_d3rlpy_peer_file_parses(trial, peer):
     if settings["algo"] == "awac":
         expected = "stock" if peer.stem.endswith("_stock") else "neutral"
         assert settings["critic_temperature"] == expected
+
+
+def _mixed_episodes():
+    """A d3rlpy MDPDataset of three episodes: one that terminates, one cut by a timeout and a
+    last one that terminates, so the sampler meets both kinds of episode end."""
+    import d3rlpy
+
+    rng = np.random.default_rng(0)
+    n = 23
+    terminals, timeouts = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    terminals[6], timeouts[14], terminals[22] = 1.0, 1.0, 1.0
+    return d3rlpy.dataset.MDPDataset(
+        observations=rng.normal(size=(n, 3)).astype(np.float32),
+        actions=rng.uniform(-1, 1, size=(n, 2)).astype(np.float32),
+        rewards=rng.normal(size=n).astype(np.float32),
+        terminals=terminals,
+        timeouts=timeouts,
+    )
+
+
+def test_the_vectorised_sampler_draws_d3rlpys_batches_element_for_element(trial):
+    from offline_d3rlpy import VectorisedTransitionSampler
+
+    mdp = _mixed_episodes()
+    sampler = VectorisedTransitionSampler(mdp)
+    # a terminating episode's last transition is kept (zero next state, terminal 1); a
+    # timed-out episode's last step has no next state and is not a transition
+    assert len(sampler) == mdp.transition_count == 22
+    assert sampler.terminals.sum() == 2
+    np.testing.assert_array_equal(sampler.fields["next_observation"][6], np.zeros(3))
+    fields = ("observations", "actions", "rewards", "next_observations", "next_actions")
+    for seed in range(3):
+        np.random.seed(seed)
+        theirs = mdp.sample_transition_batch(64)
+        np.random.seed(seed)
+        ours = sampler.sample_transition_batch(64)
+        for name in (*fields, "terminals", "intervals"):
+            np.testing.assert_array_equal(getattr(ours, name), getattr(theirs, name), err_msg=name)
+            assert getattr(ours, name).dtype == np.float32
+        assert ours.terminals.shape == theirs.terminals.shape == (64, 1)
+        # and left numpy's global generator in the same state, so later draws agree too
+        after_ours = np.random.get_state()[1].copy()
+        np.random.seed(seed)
+        mdp.sample_transition_batch(64)
+        np.testing.assert_array_equal(after_ours, np.random.get_state()[1])
+
+
+def test_training_on_the_vectorised_sampler_gives_d3rlpys_weights(trial, dataset):
+    import torch
+
+    from super_sac.datasets import load_transitions
+    from super_sac.wrappers import make_gym_env
+
+    settings = trial.d3rlpy_settings(algo="awac", gradient_steps=4, batch_size=16)
+    data, _ = load_transitions(dataset, make_gym_env(ENV))
+    models = []
+    for fast in (False, True):
+        mdp = trial.to_mdp_dataset(data)
+        if fast:
+            mdp = trial.with_vectorised_sampling(mdp)
+        model = trial.build_model(settings, mdp, seed=0)
+        trial.fit_steps(model, mdp, 3)
+        models.append(model)
+    slow, fast = (dict(m.impl.modules.policy.named_parameters()) for m in models)
+    assert all(torch.equal(slow[k], fast[k]) for k in slow)
+    q_slow, q_fast = (list(m.impl.modules.q_funcs.parameters()) for m in models)
+    assert all(torch.equal(a, b) for a, b in zip(q_slow, q_fast))
+
+
+def test_fit_steps_refuses_an_algorithm_that_needs_returns_to_go(trial):
+    import d3rlpy
+
+    mdp = trial.with_vectorised_sampling(_mixed_episodes())
+    model = d3rlpy.algos.CalQLConfig(batch_size=8).create(device="cpu:0")
+    with pytest.raises(ValueError, match="needs returns-to-go.*Fix: pass the dataset without"):
+        trial.fit_steps(model, mdp, 1)
+
+
+def test_compile_graph_reaches_d3rlpy_and_stays_off_on_a_cpu(trial, dataset, tmp_path):
+    from super_sac.datasets import load_transitions
+    from super_sac.wrappers import make_gym_env
+
+    data, _ = load_transitions(dataset, make_gym_env(ENV))
+    mdp = trial.to_mdp_dataset(data)
+    plain = trial.load_settings(PEERS / "d3rlpy_awac.gin")
+    assert plain["compile_graph"] is False
+    settings = trial.load_settings(PEERS / "d3rlpy_awac.gin", ["d3rlpy.compile_graph = True"])
+    model = trial.build_model(settings, mdp, seed=0)
+    assert model.config.compile_graph is True
+    assert model.config.batch_size == 1024  # the reproduction's settings are kept
+    assert model.compiled is False  # d3rlpy compiles on CUDA devices only
+
+
+def test_a_trial_from_before_compile_graph_existed_resumes(trial, dataset, tmp_path):
+    argv = ["--config", str(PEERS / "d3rlpy_bc.gin"), "--env", ENV, "--seed", "0"]
+    argv += ["--run_dir", str(tmp_path), "--dataset", str(dataset)]
+    bindings = [*SMALL, "d3rlpy.batch_size = 16"]
+    for b in bindings:
+        argv += ["--gin_bindings", b]
+    trial.main(argv)
+    hparams = json.loads((tmp_path / "hparams.json").read_text())
+    del hparams["compile_graph"]  # as such a trial wrote it
+    (tmp_path / "hparams.json").write_text(json.dumps(hparams))
+    (tmp_path / "summary.json").unlink()
+    resume = ["--resume", str(tmp_path), "--steps", "0"]
+    for b in bindings:
+        resume += ["--gin_bindings", b]
+    assert trial.main(resume)["gradient_steps"] == 4
+    (tmp_path / "summary.json").unlink()
+    with pytest.raises(SystemExit, match="compile_graph was False, now True"):
+        trial.main([*resume, "--gin_bindings", "d3rlpy.compile_graph = True"])

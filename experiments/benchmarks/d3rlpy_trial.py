@@ -37,6 +37,7 @@ import json
 import os
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ from offline_d3rlpy import (  # the reproduction settings and d3rlpy helpers, be
     fit_steps,
     neutralise_critic_temperature,
     to_mdp_dataset,
+    with_vectorised_sampling,
 )
 
 from super_sac.checkpoint import checkpoint_root, list_checkpoints, remove_incomplete
@@ -62,6 +64,8 @@ from super_sac.wrappers import make_gym_env
 ALGOS = ("bc", "iql", "td3bc", "awac")
 CRITIC_TEMPERATURES = ("neutral", "stock")
 OBSERVATION_SCALERS = ("reproduction", "standard")
+# settings a trial's hparams.json may lack because it ran before they existed, as their values then
+SETTINGS_ADDED_LATER = {"compile_graph": False}
 
 
 @gin.configurable("d3rlpy")
@@ -73,6 +77,7 @@ def d3rlpy_settings(
     observation_scaler: str = "reproduction",
     eval_interval: int = 5000,
     eval_episodes: int = 10,
+    compile_graph: bool = False,
     source: str = "",
 ) -> dict[str, Any]:
     """One d3rlpy peer's settings (bound in a gin file).
@@ -91,6 +96,11 @@ def d3rlpy_settings(
         the dataset's mean and std for any algorithm (a probe, e.g. of IQL on medium-replay).
     :param eval_interval: gradient steps between evaluations.
     :param eval_episodes: deterministic episodes per evaluation.
+    :param compile_graph: d3rlpy's own ``compile_graph`` option: on a CUDA device its critic and
+        actor gradient computations are compiled with ``torch.compile`` and replayed as CUDA
+        graphs (the same losses, several times fewer kernel launches); on a CPU d3rlpy ignores
+        it. It speeds a GPU run, changes no hyperparameter, and floats differ from an eager run
+        as between any two devices.
     :param source: where the settings come from, kept in ``hparams.json``.
     """
     if algo not in ALGOS:
@@ -116,6 +126,7 @@ def d3rlpy_settings(
         "observation_scaler": observation_scaler,
         "eval_interval": int(eval_interval),
         "eval_episodes": int(eval_episodes),
+        "compile_graph": bool(compile_graph),
         "source": source,
     }
 
@@ -185,12 +196,13 @@ def build_model(settings: dict[str, Any], dataset, seed: int, device: str = "cpu
     from d3rlpy.algos.utility import build_scalers_with_transition_picker
 
     d3rlpy.seed(seed)
-    model = d3rlpy_config(
+    config = d3rlpy_config(
         f"d3rlpy_{settings['algo']}",
         settings["gradient_steps"],
         settings["batch_size"],
         standardize=settings["observation_scaler"] == "standard",
-    ).create(device=device)
+    )
+    model = replace(config, compile_graph=settings["compile_graph"]).create(device=device)
     model.build_with_dataset(dataset)
     # fit the data scalers now (d3rlpy fits them on the first ``fit``), so a model restored
     # from a checkpoint acts on scaled observations before it trains again
@@ -273,7 +285,7 @@ def train(
     :return: the summary."""
     import d3rlpy
 
-    dataset = to_mdp_dataset(data)
+    dataset = with_vectorised_sampling(to_mdp_dataset(data))
     model = build_model(settings, dataset, seed, device)
     done, history = load_checkpoint(run_dir, model) if resume else (0, [])
     if resume:
@@ -333,6 +345,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     device = check_device(args.device)
     settings = load_settings(args.config, args.gin_bindings)
     if args.resume:
+        saved = {**SETTINGS_ADDED_LATER, **saved}
         changed = {k: (saved.get(k), v) for k, v in settings.items() if saved.get(k) != v}
         if changed:
             raise SystemExit(
