@@ -98,9 +98,9 @@ def d3rlpy_settings(
     :param eval_episodes: deterministic episodes per evaluation.
     :param compile_graph: d3rlpy's own ``compile_graph`` option: on a CUDA device its critic and
         actor gradient computations are compiled with ``torch.compile`` and replayed as CUDA
-        graphs (the same losses, several times fewer kernel launches); on a CPU d3rlpy ignores
-        it. It speeds a GPU run, changes no hyperparameter, and floats differ from an eager run
-        as between any two devices.
+        graphs (the same losses, replayed as one launch each); on a CPU d3rlpy ignores it. It
+        changes no hyperparameter; floats differ from an eager run as between two devices. (The
+        GPU runs of record used it; eager against compiled was not timed.)
     :param source: where the settings come from, kept in ``hparams.json``.
     """
     if algo not in ALGOS:
