@@ -391,9 +391,12 @@ def test_fit_steps_refuses_an_algorithm_that_needs_returns_to_go(trial):
     model = d3rlpy.algos.CalQLConfig(batch_size=8).create(device="cpu:0")
     with pytest.raises(ValueError, match="needs returns-to-go.*Fix: pass the dataset without"):
         trial.fit_steps(model, mdp, 1)
+    # the fix the message names works: d3rlpy's own sampling keeps returns-to-go
+    trial.fit_steps(model, _mixed_episodes(), 1)
+    assert model.grad_step == 1
 
 
-def test_compile_graph_reaches_d3rlpy_and_stays_off_on_a_cpu(trial, dataset, tmp_path):
+def test_compile_graph_reaches_d3rlpy_and_stays_off_on_a_cpu(trial, dataset):
     from super_sac.datasets import load_transitions
     from super_sac.wrappers import make_gym_env
 

@@ -390,7 +390,8 @@ def fit_steps(model: Any, dataset: Any, n_steps: int) -> None:
     log files or saved models."""
     import d3rlpy
 
-    if getattr(model, "need_returns_to_go", False):
+    sampler = getattr(dataset.sample_transition_batch, "__self__", None)
+    if isinstance(sampler, VectorisedTransitionSampler) and model.need_returns_to_go:
         raise ValueError(
             f"{type(model).__name__} needs returns-to-go, which the vectorised sampler does not "
             "keep. Fix: pass the dataset without with_vectorised_sampling"
