@@ -1173,7 +1173,8 @@ def test_a_sliced_sweep_says_how_many_trials_are_left(tmp_path):
 
 def test_offline_table_scores_the_last_evaluations_of_every_seed(tmp_path):
     """experiments/benchmarks/offline_table.py: each seed's mean of its last k evaluations,
-    normalised, and the mean over seeds with a bootstrap interval inside the seeds' range."""
+    normalised, and the mean over seeds with a bootstrap interval inside the seeds' range (none
+    for a single seed)."""
     folder = tmp_path / "report" / "evaluations"
     folder.mkdir(parents=True)
     header = "env_steps,phase,phase_step,return_mean,return_std,return_min,return_max,"
@@ -1203,8 +1204,9 @@ def test_offline_table_scores_the_last_evaluations_of_every_seed(tmp_path):
     low_high = crr[3].split(" [")[1].rstrip("]").split(", ")
     assert crr[3].startswith("75.0 [") and 70.0 <= float(low_high[0]) <= float(low_high[1]) <= 80
     assert crr[4] == "50.0 |"  # seed 0 of the extra folder: return 0 -> 50
-    # the peer has no seed 0 here, and the extra column is left blank for peers
-    assert lines[3] == "| d3rlpy IQL | - | 0.0 | 0.0 [0.0, 0.0] |  |"
+    # the peer has no seed 0 here, so its one seed gets no interval; the extra column is left
+    # blank for peers
+    assert lines[3] == "| d3rlpy IQL | - | 0.0 | 0.0 |  |"
     # --from_step: the mean of the evaluations at that phase step or later (here 10, 15, 20, 25)
     cmd = [sys.executable, str(script), str(tmp_path / "report"), "--reference=-100:100"]
     proc = subprocess.run([*cmd, "--from_step", "10"], capture_output=True, text=True)

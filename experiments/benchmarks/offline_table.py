@@ -85,14 +85,22 @@ def table(
     order = [c for c in LABELS if c in scores] + sorted(c for c in scores if c not in LABELS)
     for config in order:
         values = [scores[config][s] for s in seeds if s in scores[config]]
-        mean, low, high = stratified_bootstrap_ci({"runs": values}, np.mean, seed=0)
         cells = [f"{scores[config][s]:.1f}" if s in scores[config] else "-" for s in seeds]
-        cells.append(f"{mean:.1f} [{low:.1f}, {high:.1f}]")
+        cells.append(mean_with_interval(values))
         for _, by_config in extra:
             value = None if config.startswith("d3rlpy") else by_config.get(config, {}).get(0)
             cells.append("" if value is None else f"{value:.1f}")
         lines.append("| " + " | ".join([LABELS.get(config, config), *cells]) + " |")
     return "\n".join(lines) + "\n"
+
+
+def mean_with_interval(values: list[float]) -> str:
+    """The mean over seeds with its 95% bootstrap interval; one seed gets the mean alone (a
+    bootstrap over one value is ``[x, x]``, which would read as no spread at all)."""
+    if len(values) < 2:
+        return f"{np.mean(values):.1f}"
+    mean, low, high = stratified_bootstrap_ci({"runs": values}, np.mean, seed=0)
+    return f"{mean:.1f} [{low:.1f}, {high:.1f}]"
 
 
 def main(argv: list[str] | None = None) -> None:
