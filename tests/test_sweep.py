@@ -745,8 +745,18 @@ def test_more_seeds_of_one_config_can_come_from_a_second_sweep(tmp_path):
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "sac.gin").write_text("super_sac.batch_size = 512\n")
     other = _fake_sweep(tmp_path, "other_sweep", [str(tmp_path / "other" / "sac.gin")], "3")
-    with pytest.raises(ValueError, match="'sac' is in both .*other settings .*config_sha256"):
+    with pytest.raises(ValueError, match="'sac' is in both .*other settings .*settings_sha256"):
         build_report([first, other])
+    # one whose file differs in comments only is the same experiment: its seeds pool
+    (tmp_path / "commented").mkdir()
+    (tmp_path / "commented" / "sac.gin").write_text(
+        "# Haarnoja et al. 2018, with a smaller batch\nsuper_sac.batch_size = 256  # halved\n"
+    )
+    commented = _fake_sweep(
+        tmp_path, "commented_sweep", [str(tmp_path / "commented" / "sac.gin")], "3"
+    )
+    (row,) = build_report([first, commented])["rows"]
+    assert row["final_per_seed"] == {"0": 30.0, "1": 60.0, "3": 120.0}
     # so is the same file run with other gin bindings (or script arguments, or steps)
     from super_sac.sweep.grid import Grid, write_manifest
 
@@ -906,9 +916,49 @@ def test_manifest_refuses_a_changed_include_and_names_it(tmp_path):
     # a manifest from before includes were recorded checks only the top-level files
     path = tmp_path / "s" / "manifest.json"
     old = json.loads(path.read_text())
-    del old["include_sha256"]
+    del old["include_sha256"], old["settings_sha256"]
     path.write_text(json.dumps(old))
-    assert "include_sha256" not in write_manifest(tmp_path / "s", grid)
+    again = write_manifest(tmp_path / "s", grid)
+    assert "include_sha256" not in again and "settings_sha256" not in again
+
+
+def test_manifest_lets_comments_change_between_sessions_but_not_settings(tmp_path):
+    import json
+
+    from super_sac.sweep.grid import Grid, GridMismatchError, settings_digests, write_manifest
+    from super_sac.utils import sha256_file
+
+    base = tmp_path / "base.gin"
+    base.write_text("super_sac.gamma = 0.99\n")
+    top = tmp_path / "top.gin"
+    top.write_text("include 'base.gin'\nsuper_sac.batch_size = 64\n")
+    grid = Grid.make([str(top)], ["Pendulum-v1"], "0")
+    first = write_manifest(tmp_path / "s", grid)
+    assert first["settings_sha256"] == settings_digests(grid)
+    # the README's reading, added as comments to both files, is no change of settings
+    top.write_text("# seeds 0-2: 68.9\ninclude 'base.gin'\nsuper_sac.batch_size = 64  # small\n")
+    base.write_text("super_sac.gamma = 0.99  # the usual\n")
+    rerun = write_manifest(tmp_path / "s", grid)
+    assert rerun["config_sha256"] == first["config_sha256"]  # what the sweep started with
+    assert rerun["reruns"][-1]["config_sha256"] == {str(top): sha256_file(top)}  # what this read
+    assert rerun["reruns"][-1]["include_sha256"] == {str(top): {"base.gin": sha256_file(base)}}
+    base.write_text("super_sac.gamma = 0.9  # the usual\n")
+    with pytest.raises(GridMismatchError, match="top.gin: its settings or its includes' changed"):
+        write_manifest(tmp_path / "s", grid)
+    # a manifest from before settings digests holds a rerun to the files' bytes ...
+    base.write_text("super_sac.gamma = 0.99\n")
+    top.write_text("include 'base.gin'\nsuper_sac.batch_size = 64\n")
+    path = tmp_path / "s" / "manifest.json"
+    old = json.loads(path.read_text())
+    del old["settings_sha256"]
+    path.write_text(json.dumps(old))
+    top.write_text("include 'base.gin'\nsuper_sac.batch_size = 64  # small\n")
+    with pytest.raises(GridMismatchError, match="top.gin: its contents changed"):
+        write_manifest(tmp_path / "s", grid)
+    assert "settings_sha256" not in json.loads(path.read_text())
+    # ... and gains the digests on a rerun with the very same bytes
+    top.write_text("include 'base.gin'\nsuper_sac.batch_size = 64\n")
+    assert write_manifest(tmp_path / "s", grid)["settings_sha256"] == first["settings_sha256"]
 
 
 def test_progress_counts_running_trials_by_their_newest_evaluation(tmp_path):
@@ -1243,3 +1293,58 @@ def test_identity_differences_name_each_setting_and_skip_unrecorded_includes():
     b = {"script": "train_gym.py", "steps": 200, "include_sha256": None}
     assert identity_differences(a, b) == ["steps: 100 against 200"]
     assert identity_differences(a, dict(a)) == []
+
+
+def test_identity_differences_compare_settings_digests_where_both_record_them():
+    from super_sac.sweep.report import identity_differences
+
+    new = {"config_sha256": "c1", "include_sha256": {"b.gin": "i1"}, "settings_sha256": "s"}
+    # other bytes (a comment edited), same settings: the same experiment
+    edited = {"config_sha256": "c2", "include_sha256": {"b.gin": "i2"}, "settings_sha256": "s"}
+    assert identity_differences(new, edited) == []
+    changed = dict(new, settings_sha256="t")
+    assert identity_differences(new, changed) == ["settings_sha256: 's' against 't'"]
+    # an older record has no settings digest: the bytes decide, whichever side it is on
+    old = {"config_sha256": "c2", "include_sha256": {"b.gin": "i1"}}
+    assert identity_differences(new, old) == ["config_sha256: 'c1' against 'c2'"]
+    assert identity_differences(old, new) == ["config_sha256: 'c2' against 'c1'"]
+    assert identity_differences(dict(old, config_sha256="c1"), new) == []
+
+
+def test_gin_settings_digest_ignores_comments_and_layout_only(tmp_path):
+    from super_sac.sweep.grid import gin_settings_sha256
+    from super_sac.utils import sha256_file
+
+    def digest(text: str) -> str:
+        path = tmp_path / "x.gin"
+        path.write_text(text)
+        return gin_settings_sha256(path)
+
+    base = "include 'base.gin'\nsuper_sac.tau = 0.005\nsuper_sac.actor_lr = %LR\n"
+    ref = digest(base)
+    same = [
+        "# SAC, Haarnoja et al. 2018\n" + base,  # a comment line
+        base.replace("0.005\n", "0.005  # 'soft' update\n"),  # a trailing comment
+        base.replace("\nsuper", "\n\n\nsuper"),  # blank lines
+        base.rstrip("\n"),  # no final newline
+        base.replace("tau = 0.005", "tau=0.005"),  # spacing within a line
+    ]
+    assert [digest(t) == ref for t in same] == [True] * len(same)
+    different = [
+        base.replace("0.005", "0.01"),  # a value
+        base.replace("'base.gin'", "'base2.gin'"),  # an include
+        base.replace("%LR", "%LR2"),  # a macro
+        base.replace("super_sac.tau = 0.005\n", "# super_sac.tau = 0.005\n"),  # commented out
+        base.replace("\nsuper_sac.actor_lr", " super_sac.actor_lr"),  # two bindings on a line
+    ]
+    assert [digest(t) == ref for t in different] == [False] * len(different)
+    # a "#" inside a string is part of the value, not a comment
+    assert digest("x.name = 'a#b'\n") != digest("x.name = 'a#c'\n")
+    # brackets may wrap over lines as the writer likes
+    assert digest("x.sizes = [256, 256]\n") == digest(
+        "x.sizes = [\n    256,\n    256,\n]\n".replace(",\n]", "\n]")
+    )
+    # what Python's tokenizer cannot read is identified by its bytes
+    path = tmp_path / "x.gin"
+    path.write_text("x.name = 'unterminated\n")
+    assert gin_settings_sha256(path) == sha256_file(path)

@@ -8,11 +8,14 @@ from __future__ import annotations
 import ast
 import dataclasses
 import datetime
+import hashlib
+import io
 import json
 import os
 import platform
 import re
 import subprocess
+import tokenize
 from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -338,9 +341,58 @@ def included_digests(
     return out
 
 
-def _changed_configs(old: dict[str, str | None], new: dict[str, str | None]) -> list[str]:
+# tokens that carry no setting: comments, line breaks inside brackets or of blank lines, layout
+_LAYOUT_TOKENS = frozenset(
+    {tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+)
+
+
+def gin_settings_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a gin file's settings: its tokens (gin reads Python's), without comments,
+    blank lines or layout. An edited comment or re-wrapped line leaves it unchanged; any changed
+    name, value, string, include or macro changes it. A file Python's tokenizer cannot read is
+    identified by its bytes (:func:`~super_sac.utils.sha256_file`)."""
+    text = Path(path).read_text()
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return sha256_file(path)
+    if any(tok.type == tokenize.ERRORTOKEN for tok in tokens):  # older Pythons do not raise
+        return sha256_file(path)
+    kept = [
+        # a NEWLINE ends a binding: its type matters, not whether the file's last one is "\n"
+        f"{tok.type} {tok.string if tok.type != tokenize.NEWLINE else ''}"
+        for tok in tokens
+        if tok.type not in _LAYOUT_TOKENS
+    ]
+    return hashlib.sha256("\n".join(kept).encode()).hexdigest()
+
+
+def settings_digests(grid: Grid, script: str | os.PathLike | None = None) -> dict[str, str | None]:
+    """``{config: digest}`` of what each config of ``grid`` sets: the
+    :func:`gin_settings_sha256` of the file and of every file it includes
+    (:func:`included_files`, by name, in gin's reading order), so two sweeps whose configs
+    differ in comments only are the same experiment (``None`` where the config is not found)."""
+    script = script if script is not None else grid.script
+    out: dict[str, str | None] = {}
+    for config in grid.configs:
+        path = resolve_config(config, script)
+        if path is None:
+            out[config] = None
+            continue
+        parts = [gin_settings_sha256(path)]
+        for name, target in included_files(path, script).items():
+            parts.append(f"{name}={gin_settings_sha256(target) if target else 'missing'}")
+        out[config] = hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    return out
+
+
+def _changed_digests(
+    old: dict[str, str | None], new: dict[str, str | None], what: str, digest: str
+) -> list[str]:
+    """A line per config whose recorded ``digest`` changed (unrecorded or unfound ones aside)."""
     return [
-        f"{config}: its contents changed since the sweep started (sha256 {old[config][:12]}... "
+        f"{config}: {what} changed since the sweep started ({digest} {old[config][:12]}... "
         f"now {new[config][:12]}...)"
         for config in sorted(set(old) & set(new))
         if old[config] and new[config] and old[config] != new[config]
@@ -369,16 +421,18 @@ def write_manifest(
 ) -> dict[str, Any]:
     """Create ``<sweep_dir>/manifest.json`` or check the one there.
 
-    A new manifest records the grid, the sha256 of each config file (:func:`config_digests`) and
-    of every file it includes (:func:`included_digests`), the code version
-    (:func:`code_version`), the package versions and the creation time. A
-    rerun with the same grid and the same config files keeps it and appends the code version of
-    this run to ``reruns``, so a sweep finished with changed code shows it.
+    A new manifest records the grid, the sha256 of each config file (:func:`config_digests`), of
+    every file it includes (:func:`included_digests`) and of their settings with comments left
+    out (:func:`settings_digests`), the code version (:func:`code_version`), the package
+    versions and the creation time. A rerun with the same grid and the same settings keeps it and
+    appends the code version of this run to ``reruns`` (with the files' sha256 where a comment
+    changed), so a sweep finished with changed code shows it. A manifest from before settings
+    digests holds a rerun to the files' bytes, and gains the digests when they match.
 
     :param script: the training script (bare config names are looked up next to it); default
         ``grid.script``.
     :raises GridMismatchError: when the folder holds a manifest of a different grid, or a
-        config file's or an included file's contents changed (the sweep's trials would mix two
+        config file's or an included file's settings changed (the sweep's trials would mix two
         configurations); the message lists the differences.
     :return: the manifest as written.
     """
@@ -388,12 +442,26 @@ def write_manifest(
     current = {"time": now, "code": code_version(), "packages": package_versions()}
     digests = config_digests(grid, script)
     includes = included_digests(grid, script)
+    settings = settings_digests(grid, script)
     if path.is_file():
         manifest = json.loads(path.read_text())
         diffs = grid_differences(manifest["grid"], grid.to_json())
-        diffs += _changed_configs(manifest.get("config_sha256", {}), digests)
-        # manifests written before includes were recorded have no such entry
-        diffs += _changed_includes(manifest.get("include_sha256", {}), includes)
+        # comments may change between a sweep's sessions, settings may not; a manifest from
+        # before settings digests holds the files to their bytes
+        settings_changed = _changed_digests(
+            manifest.get("settings_sha256", {}),
+            settings,
+            "its settings or its includes'",
+            "comments aside; settings sha256",
+        )
+        if settings_changed or "settings_sha256" not in manifest:
+            # name the files whose bytes changed (manifests from before includes were recorded
+            # have no include entry)
+            diffs += settings_changed
+            diffs += _changed_digests(
+                manifest.get("config_sha256", {}), digests, "its contents", "sha256"
+            )
+            diffs += _changed_includes(manifest.get("include_sha256", {}), includes)
         if diffs:
             raise GridMismatchError(
                 f"{sweep_dir} holds a sweep of a different grid (see {path}):\n  "
@@ -401,6 +469,14 @@ def write_manifest(
                 + "\nRun the same grid with the same config files to finish that sweep, or "
                 "choose another --name."
             )
+        exact = digests == manifest.get("config_sha256") and includes == manifest.get(
+            "include_sha256"
+        )
+        if exact and "settings_sha256" not in manifest:
+            # the files are byte for byte the ones the sweep started with: record their settings
+            manifest["settings_sha256"] = settings
+        if not exact:  # a comment changed (or an older manifest): record the files this run read
+            current.update(config_sha256=digests, include_sha256=includes)
         manifest.setdefault("reruns", []).append(current)
     else:
         sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -408,6 +484,7 @@ def write_manifest(
             "grid": grid.to_json(),
             "config_sha256": digests,
             "include_sha256": includes,
+            "settings_sha256": settings,
             "created": now,
             **current,
         }

@@ -309,13 +309,14 @@ def archived_trials(
         settings (:func:`super_sac.sweep.report.experiment_identity`), or carries none (an
         archive copied before they were recorded: index it with ``sweep.py index``).
     """
-    from super_sac.sweep.grid import config_digests, included_digests
+    from super_sac.sweep.grid import config_digests, included_digests, settings_digests
     from super_sac.sweep.report import archived_runs, experiment_identity, identity_differences
 
     manifest = {
         "grid": grid.to_json(),
         "config_sha256": config_digests(grid, script),
         "include_sha256": included_digests(grid, script),
+        "settings_sha256": settings_digests(grid, script),
     }
     identities = {Path(c).stem: experiment_identity(manifest, c) for c in grid.configs}
     done = set()

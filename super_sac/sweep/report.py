@@ -138,12 +138,15 @@ class _Run:
 def experiment_identity(manifest: dict[str, Any], config: str) -> dict[str, Any]:
     """What makes two sweeps' configs of the same name the same experiment: the training
     script (by file name; the default is ``train_gym.py``), the config file's and its includes'
-    recorded SHA-256, the gin bindings, the script's arguments and the step budget."""
+    recorded SHA-256 and the digest of their settings (comments aside,
+    :func:`~super_sac.sweep.grid.settings_digests`), the gin bindings, the script's arguments
+    and the step budget."""
     grid = manifest["grid"]
     return {
         "script": Path(grid.get("script") or "train_gym.py").name,
         "config_sha256": manifest.get("config_sha256", {}).get(config),
         "include_sha256": manifest.get("include_sha256", {}).get(config),
+        "settings_sha256": manifest.get("settings_sha256", {}).get(config),
         "gin_bindings": list(grid.get("gin_bindings", [])),
         "script_args": list(grid.get("script_args", [])),
         "steps": grid.get("steps"),
@@ -151,12 +154,17 @@ def experiment_identity(manifest: dict[str, Any], config: str) -> dict[str, Any]
 
 
 def identity_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    """The settings that differ (includes are compared only when both manifests record them:
-    sweeps started before includes were recorded have none)."""
+    """The settings that differ. Where both record a settings digest, the files are compared by
+    it, so configs that differ in comments only agree; otherwise by their bytes (includes only
+    when both manifests record them: sweeps started before includes were recorded have none)."""
+    by_settings = a.get("settings_sha256") is not None and b.get("settings_sha256") is not None
+    skipped = {"config_sha256", "include_sha256"} if by_settings else {"settings_sha256"}
     return [
         f"{k}: {a.get(k)!r} against {b.get(k)!r}"
-        for k in a
-        if a.get(k) != b.get(k) and not (k == "include_sha256" and None in (a.get(k), b.get(k)))
+        for k in dict.fromkeys([*a, *b])
+        if k not in skipped
+        and a.get(k) != b.get(k)
+        and not (k == "include_sha256" and None in (a.get(k), b.get(k)))
     ]
 
 
