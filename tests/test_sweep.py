@@ -935,6 +935,12 @@ def test_manifest_lets_comments_change_between_sessions_but_not_settings(tmp_pat
     grid = Grid.make([str(top)], ["Pendulum-v1"], "0")
     first = write_manifest(tmp_path / "s", grid)
     assert first["settings_sha256"] == settings_digests(grid)
+    # the same bytes are the same sweep, even where the digest was computed otherwise (a
+    # manifest written under another Python): it is kept as recorded
+    path = tmp_path / "s" / "manifest.json"
+    path.write_text(json.dumps(dict(first, settings_sha256={str(top): "0" * 64})))
+    assert write_manifest(tmp_path / "s", grid)["settings_sha256"] == {str(top): "0" * 64}
+    path.write_text(json.dumps(first))
     # the README's reading, added as comments to both files, is no change of settings
     top.write_text("# seeds 0-2: 68.9\ninclude 'base.gin'\nsuper_sac.batch_size = 64  # small\n")
     base.write_text("super_sac.gamma = 0.99  # the usual\n")
@@ -948,7 +954,6 @@ def test_manifest_lets_comments_change_between_sessions_but_not_settings(tmp_pat
     # a manifest from before settings digests holds a rerun to the files' bytes ...
     base.write_text("super_sac.gamma = 0.99\n")
     top.write_text("include 'base.gin'\nsuper_sac.batch_size = 64\n")
-    path = tmp_path / "s" / "manifest.json"
     old = json.loads(path.read_text())
     del old["settings_sha256"]
     path.write_text(json.dumps(old))
@@ -1302,13 +1307,40 @@ def test_identity_differences_compare_settings_digests_where_both_record_them():
     # other bytes (a comment edited), same settings: the same experiment
     edited = {"config_sha256": "c2", "include_sha256": {"b.gin": "i2"}, "settings_sha256": "s"}
     assert identity_differences(new, edited) == []
-    changed = dict(new, settings_sha256="t")
+    changed = dict(edited, settings_sha256="t")
     assert identity_differences(new, changed) == ["settings_sha256: 's' against 't'"]
+    # the same bytes agree whatever digest each side computed (e.g. under another Python)
+    assert identity_differences(new, dict(new, settings_sha256="t")) == []
     # an older record has no settings digest: the bytes decide, whichever side it is on
     old = {"config_sha256": "c2", "include_sha256": {"b.gin": "i1"}}
     assert identity_differences(new, old) == ["config_sha256: 'c1' against 'c2'"]
     assert identity_differences(old, new) == ["config_sha256: 'c2' against 'c1'"]
     assert identity_differences(dict(old, config_sha256="c1"), new) == []
+
+
+def test_settings_pool_through_a_record_with_both_digests_in_any_order():
+    import itertools
+
+    from super_sac.sweep.report import _check_identities
+
+    def ident(config, settings=None):
+        out = {"script": "train_gym.py", "config_sha256": config, "include_sha256": {}}
+        return out if settings is None else dict(out, settings_sha256=settings)
+
+    old = (ident("X"), "archive (from old)", "old")  # bytes only: before settings digests
+    new = (ident("X", "S"), "sweep new", "new")  # the same bytes, with their settings digest
+    edited = (ident("Y", "S"), "sweep edited", "edited")  # a comment edited since
+    for order in itertools.permutations([old, new, edited]):
+        _check_identities("sac", list(order))  # linked through ``new``, whatever comes first
+    # without the record that links them, bytes decide: named with what differs
+    with pytest.raises(
+        ValueError, match="'sac' is in both sweep edited and archive .*'Y' against 'X'"
+    ):
+        _check_identities("sac", [edited, old])
+    other = (ident("Z", "T"), "sweep other", "other")  # other settings: refused in any order
+    for order in itertools.permutations([old, new, other]):
+        with pytest.raises(ValueError, match="other settings"):
+            _check_identities("sac", list(order))
 
 
 def test_gin_settings_digest_ignores_comments_and_layout_only(tmp_path):
@@ -1338,6 +1370,10 @@ def test_gin_settings_digest_ignores_comments_and_layout_only(tmp_path):
         base.replace("\nsuper_sac.actor_lr", " super_sac.actor_lr"),  # two bindings on a line
     ]
     assert [digest(t) == ref for t in different] == [False] * len(different)
+    # gin's binding blocks: indentation says which lines belong to the block, not its width
+    block = "Foo:\n  a = 1\n  b = 2\n"
+    assert digest(block) == digest(block.replace("  ", "    "))
+    assert digest(block) != digest("Foo:\n  a = 1\nb = 2\n")
     # a "#" inside a string is part of the value, not a comment
     assert digest("x.name = 'a#b'\n") != digest("x.name = 'a#c'\n")
     # brackets may wrap over lines as the writer likes

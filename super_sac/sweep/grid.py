@@ -341,17 +341,20 @@ def included_digests(
     return out
 
 
-# tokens that carry no setting: comments, line breaks inside brackets or of blank lines, layout
-_LAYOUT_TOKENS = frozenset(
-    {tokenize.COMMENT, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
-)
+# tokens that carry no setting: comments, line breaks inside brackets or of blank lines
+_LAYOUT_TOKENS = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.ENDMARKER})
+# tokens whose kind matters but not their text: the end of a binding (the file's last may be
+# "" or "\n") and a change of indentation (which ends or opens a gin binding block, whatever the
+# width)
+_MARKER_TOKENS = frozenset({tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT})
 
 
 def gin_settings_sha256(path: str | os.PathLike) -> str:
-    """The SHA-256 of a gin file's settings: its tokens (gin reads Python's), without comments,
-    blank lines or layout. An edited comment or re-wrapped line leaves it unchanged; any changed
-    name, value, string, include or macro changes it. A file Python's tokenizer cannot read is
-    identified by its bytes (:func:`~super_sac.utils.sha256_file`)."""
+    """The SHA-256 of a gin file's settings: its tokens (gin reads Python's), by kind name and
+    text, without comments or blank lines; indentation counts as a change of level, not a width.
+    An edited comment or re-wrapped bracket leaves it unchanged; any changed name, value, string,
+    include, macro or block changes it. A file Python's tokenizer cannot read is identified by
+    its bytes (:func:`~super_sac.utils.sha256_file`)."""
     text = Path(path).read_text()
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
@@ -360,8 +363,8 @@ def gin_settings_sha256(path: str | os.PathLike) -> str:
     if any(tok.type == tokenize.ERRORTOKEN for tok in tokens):  # older Pythons do not raise
         return sha256_file(path)
     kept = [
-        # a NEWLINE ends a binding: its type matters, not whether the file's last one is "\n"
-        f"{tok.type} {tok.string if tok.type != tokenize.NEWLINE else ''}"
+        # kinds by name: their numbers differ between Python versions
+        f"{tokenize.tok_name[tok.type]} {tok.string if tok.type not in _MARKER_TOKENS else ''}"
         for tok in tokens
         if tok.type not in _LAYOUT_TOKENS
     ]
@@ -446,15 +449,22 @@ def write_manifest(
     if path.is_file():
         manifest = json.loads(path.read_text())
         diffs = grid_differences(manifest["grid"], grid.to_json())
+        exact = digests == manifest.get("config_sha256") and includes == manifest.get(
+            "include_sha256"
+        )
         # comments may change between a sweep's sessions, settings may not; a manifest from
         # before settings digests holds the files to their bytes
-        settings_changed = _changed_digests(
-            manifest.get("settings_sha256", {}),
-            settings,
-            "its settings or its includes'",
-            "comments aside; settings sha256",
+        settings_changed = (
+            []
+            if exact
+            else _changed_digests(
+                manifest.get("settings_sha256", {}),
+                settings,
+                "its settings or its includes'",
+                "comments aside; settings sha256",
+            )
         )
-        if settings_changed or "settings_sha256" not in manifest:
+        if settings_changed or (not exact and "settings_sha256" not in manifest):
             # name the files whose bytes changed (manifests from before includes were recorded
             # have no include entry)
             diffs += settings_changed
@@ -469,9 +479,6 @@ def write_manifest(
                 + "\nRun the same grid with the same config files to finish that sweep, or "
                 "choose another --name."
             )
-        exact = digests == manifest.get("config_sha256") and includes == manifest.get(
-            "include_sha256"
-        )
         if exact and "settings_sha256" not in manifest:
             # the files are byte for byte the ones the sweep started with: record their settings
             manifest["settings_sha256"] = settings

@@ -154,10 +154,19 @@ def experiment_identity(manifest: dict[str, Any], config: str) -> dict[str, Any]
 
 
 def identity_differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
-    """The settings that differ. Where both record a settings digest, the files are compared by
-    it, so configs that differ in comments only agree; otherwise by their bytes (includes only
-    when both manifests record them: sweeps started before includes were recorded have none)."""
-    by_settings = a.get("settings_sha256") is not None and b.get("settings_sha256") is not None
+    """The settings that differ. The config and include files agree when their bytes do
+    (includes compared only when both manifests record them: sweeps started before includes
+    were recorded have none), or else when both record the same settings digest, so configs
+    that differ in comments only agree."""
+    includes = a.get("include_sha256"), b.get("include_sha256")
+    same_bytes = a.get("config_sha256") == b.get("config_sha256") and (
+        includes[0] == includes[1] or None in includes
+    )
+    by_settings = (
+        not same_bytes
+        and a.get("settings_sha256") is not None
+        and b.get("settings_sha256") is not None
+    )
     skipped = {"config_sha256", "include_sha256"} if by_settings else {"settings_sha256"}
     return [
         f"{k}: {a.get(k)!r} against {b.get(k)!r}"
@@ -277,6 +286,50 @@ def archived_runs(archive: str | os.PathLike) -> list[_Run]:
     return runs
 
 
+def _same_experiment(
+    a: tuple[dict[str, Any], str, str], b: tuple[dict[str, Any], str, str]
+) -> bool:
+    """Whether two recorded settings (settings, where, origin) are one experiment: no
+    :func:`identity_differences`, and a config file without a recorded SHA-256 only within the
+    sweep it ran in."""
+    unknown_file = None in (a[0]["config_sha256"], b[0]["config_sha256"]) and a[2] != b[2]
+    return not unknown_file and not identity_differences(a[0], b[0])
+
+
+def _check_identities(stem: str, seen: list[tuple[dict[str, Any], str, str]]) -> None:
+    """Hold ``stem``'s runs to one experiment: its recorded settings must be linked by
+    :func:`_same_experiment`, directly or through each other (an older record with the config's
+    bytes only and a newer one whose comments changed are linked by a third with both), in any
+    order.
+
+    :raises ValueError: naming the first two records that nothing links, and what differs.
+    """
+    group = [seen[0]]
+    rest = seen[1:]
+    grown = True
+    while rest and grown:
+        joined = [r for r in rest if any(_same_experiment(r, g) for g in group)]
+        grown = bool(joined)
+        group += joined
+        rest = [r for r in rest if r not in joined]
+    if not rest:
+        return
+    (known, known_where, _), (identity, where, _) = seen[0], rest[0]
+    diffs = identity_differences(known, identity)
+    fix = "give the other experiment's gin file another name"
+    if diffs and all(d.startswith("script_args") for d in diffs):
+        fix = (
+            "if only a path differs (a dataset moved), run the new sweep with the same "
+            "script arguments; otherwise " + fix
+        )
+    raise ValueError(
+        f"config {stem!r} is in both {known_where} and {where} with other settings ("
+        + ("; ".join(diffs) or "no recorded SHA-256 of the config file")
+        + "): a report can pool the seeds of one experiment only (same script, config "
+        f"and include settings, gin bindings, script arguments and step budget); {fix}"
+    )
+
+
 def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -> dict[str, Any]:
     """The finished runs of the sweeps and archives (each (config, env, seed) once), the config
     and env order, each sweep's step budget, the unfinished trials and warnings.
@@ -287,36 +340,20 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
     """
     configs: list[str] = []
     envs: list[str] = []
-    identities: dict[str, tuple[dict[str, Any], str]] = {}  # config -> settings, where from
+    # config -> the distinct settings its runs carry: (settings, where from, the sweep it ran in)
+    identities: dict[str, list[tuple[dict[str, Any], str, str]]] = {}
     budgets: dict[str, int | None] = {}
     missing: list[str] = []
     warnings: list[str] = []
     runs: dict[tuple[str, str, int], _Run] = {}
 
-    def check_identity(stem: str, identity: dict[str, Any] | None, where: str, origin: str) -> None:
-        """Hold ``stem``'s runs to one experiment; ``origin`` is the sweep a run ran in (runs of
-        one sweep share its settings even where a manifest recorded no config SHA-256)."""
+    def note_identity(stem: str, identity: dict[str, Any] | None, where: str, origin: str) -> None:
+        """Keep ``stem``'s settings as recorded ``where`` (checked in :func:`_check_identities`)."""
         if identity is None:
             return
-        if stem not in identities:
-            identities[stem] = (identity, where, origin)
-            return
-        known, known_where, known_origin = identities[stem]
-        diffs = identity_differences(known, identity)
-        unknown_file = identity["config_sha256"] is None and origin != known_origin
-        if diffs or unknown_file:
-            fix = "give the other experiment's gin file another name"
-            if diffs and all(d.startswith("script_args") for d in diffs):
-                fix = (
-                    "if only a path differs (a dataset moved), run the new sweep with the same "
-                    "script arguments; otherwise " + fix
-                )
-            raise ValueError(
-                f"config {stem!r} is in both {known_where} and {where} with other settings ("
-                + ("; ".join(diffs) or "no recorded SHA-256 of the config file")
-                + "): a report can pool the seeds of one experiment only (same script, config "
-                f"and include files, gin bindings, script arguments and step budget); {fix}"
-            )
+        seen = identities.setdefault(stem, [])
+        if not any(known == identity and o == origin for known, _, o in seen):
+            seen.append((identity, where, origin))
 
     def add(run: _Run) -> None:
         key = (run.config, run.env, run.seed)
@@ -341,7 +378,7 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
         for config in grid.configs:
             stem = Path(config).stem
             sweep_identity[stem] = experiment_identity(manifest, config)
-            check_identity(stem, sweep_identity[stem], str(sweep_dir), str(sweep_dir))
+            note_identity(stem, sweep_identity[stem], str(sweep_dir), str(sweep_dir))
             if stem not in configs:
                 configs.append(stem)
         envs += [env for env in grid.envs if env not in envs]
@@ -357,7 +394,7 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
         unknown = set()
         for run in archived_runs(archive):
             where = f"{archive} (from {run.origin})"
-            check_identity(run.config, run.identity, where, run.origin)
+            note_identity(run.config, run.identity, where, run.origin)
             if run.identity is None:
                 unknown.add(run.config)
             add(run)
@@ -367,6 +404,8 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
                 "copied before they were recorded): check that its runs used the same settings "
                 "as the rows they joined"
             )
+    for stem, seen in identities.items():
+        _check_identities(stem, seen)
     ordered = sorted(runs.values(), key=lambda r: (configs.index(r.config), r.env, r.seed))
     return {
         "configs": configs,
