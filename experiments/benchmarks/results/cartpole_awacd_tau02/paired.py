@@ -1,7 +1,10 @@
 """AWAC-discrete on CartPole: tau 0.02 against the default, paired by seed."""
 import csv
+
 import numpy as np
+
 from super_sac.sweep.stats import stratified_bootstrap_ci
+
 ev = "experiments/benchmarks/results/cartpole_awacd_tau02/evaluations"
 def curve(cfg, s):
     with open(f"{ev}/{cfg}_CartPole-v1_seed{s}.csv") as f:
