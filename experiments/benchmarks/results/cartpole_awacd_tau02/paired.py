@@ -1,26 +1,42 @@
-"""AWAC-discrete on CartPole: tau 0.02 against the default, paired by seed."""
+"""AWAC-discrete on CartPole-v1: ``mlp_tau`` 0.02 against the default 0.005, paired by seed.
+
+Run from the repository root: ``python experiments/benchmarks/results/cartpole_awacd_tau02/paired.py``.
+"""
+
 import csv
 
 import numpy as np
 
 from super_sac.sweep.stats import stratified_bootstrap_ci
 
-ev = "experiments/benchmarks/results/cartpole_awacd_tau02/evaluations"
-def curve(cfg, s):
-    with open(f"{ev}/{cfg}_CartPole-v1_seed{s}.csv") as f:
-        r = list(csv.DictReader(f))
-    return np.array([float(x["env_steps"]) for x in r]), np.array([float(x["return_mean"]) for x in r])
-stats = {}
-for cfg in ("awac_discrete", "awacd_tau02"):
-    rows = []
-    for s in range(5):
-        t, y = curve(cfg, s)
-        first = t[np.argmax(y >= 475)] if (y >= 475).any() else np.nan
-        rows.append(dict(first=first, solved=(y >= 475).sum(), n=len(y), final=y[-1], last3=y[-3:].mean(), auc=y.mean(), dips=[(int(a), round(b,1)) for a, b in zip(t, y) if a > first and b < 475]))
-    stats[cfg] = rows
-    print(cfg, [(int(r["first"]), int(r["solved"]), r["n"], round(r["final"],1), round(r["last3"],1), round(r["auc"],1)) for r in rows])
-    for s, r in enumerate(rows): print("   seed", s, "dips after first 475:", r["dips"])
-for k in ("first", "solved", "final", "last3", "auc"):
-    d = [b[k] - a[k] for a, b in zip(stats["awac_discrete"], stats["awacd_tau02"])]
-    m, lo, hi = stratified_bootstrap_ci([d], np.mean)
-    print(f"{k}: tau0.02 - default per seed {np.round(d,1).tolist()} mean {m:.1f} [{lo:.1f}, {hi:.1f}]")
+EVALUATIONS = "experiments/benchmarks/results/cartpole_awacd_tau02/evaluations"
+SOLVED = 475.0
+
+
+def curve(config: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    with open(f"{EVALUATIONS}/{config}_CartPole-v1_seed{seed}.csv") as f:
+        rows = list(csv.DictReader(f))
+    steps = np.array([float(r["env_steps"]) for r in rows])
+    returns = np.array([float(r["return_mean"]) for r in rows])
+    return steps, returns
+
+
+def seed_stats(config: str, seed: int) -> dict:
+    steps, returns = curve(config, seed)
+    hit = returns >= SOLVED
+    first = steps[np.argmax(hit)] if hit.any() else np.nan
+    dips = [(int(t), round(float(y), 1)) for t, y in zip(steps, returns) if t > first and y < SOLVED]
+    return dict(first=first, solved=int(hit.sum()), final=returns[-1], last3=returns[-3:].mean(),
+                auc=returns.mean(), dips=dips)
+
+
+stats = {c: [seed_stats(c, s) for s in range(5)] for c in ("awac_discrete", "awacd_tau02")}
+for config, rows in stats.items():
+    print(config)
+    for seed, r in enumerate(rows):
+        print(f"  seed {seed}: first >= 475 at {r['first']:.0f}, {r['solved']} of 20 solved, "
+              f"final {r['final']:.1f}, last-3 {r['last3']:.1f}, AUC {r['auc']:.1f}, dips {r['dips']}")
+for key in ("first", "solved", "final", "last3", "auc"):
+    diffs = [b[key] - a[key] for a, b in zip(stats["awac_discrete"], stats["awacd_tau02"])]
+    mean, low, high = stratified_bootstrap_ci([diffs], np.mean)
+    print(f"{key}: tau 0.02 - default {np.round(diffs, 1).tolist()} mean {mean:.1f} [{low:.1f}, {high:.1f}]")
