@@ -8,7 +8,7 @@ import csv
 
 import numpy as np
 
-from super_sac.sweep.stats import stratified_bootstrap_ci
+from super_sac.sweep.stats import area_under_curve, stratified_bootstrap_ci
 
 EVALUATIONS = "experiments/benchmarks/results/cartpole_awacd_tau02/evaluations"
 SOLVED = 475.0
@@ -34,7 +34,7 @@ def seed_stats(config: str, seed: int) -> dict:
         solved=int(hit.sum()),
         final=returns[-1],
         last3=returns[-3:].mean(),
-        auc=returns.mean(),
+        auc=area_under_curve(steps, returns),
         dips=dips,
     )
 
