@@ -148,6 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="scores that normalise ENV to 0 (LOW) and 1 (HIGH), e.g. random and expert; "
         "adds an aggregate over the envs that have one (repeatable)",
     )
+    report.add_argument(
+        "--paired",
+        default=None,
+        metavar="CONFIG",
+        help="also compare every other config with CONFIG (a gin file's stem, e.g. sac) seed by "
+        "seed: the mean of the per-seed differences with a 95%% bootstrap interval",
+    )
     index = sub.add_parser(
         "index",
         help="write the index.json of a report's evaluations/ copied before indexes existed, "
@@ -237,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         evaluations=args.evaluations,
         archives=args.archive,
         replace_evaluations=args.replace_evaluations,
+        paired=args.paired,
     )
     print(Path(files["markdown"]).read_text())
     print(f"report: {', '.join(str(f) for f in files.values())}")

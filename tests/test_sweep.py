@@ -459,6 +459,57 @@ def test_a_report_of_two_sweeps_puts_their_configs_side_by_side(tmp_path):
     assert "| sac | Pendulum-v1 | 3 |" in proc.stdout and (tmp_path / "cli" / "report.md").exists()
 
 
+def test_a_paired_report_subtracts_the_base_config_seed_by_seed(tmp_path):
+    import shutil
+
+    from super_sac.sweep.report import build_report, markdown_table
+
+    sweep = _fake_sweep(tmp_path, "s", ["sac.gin", "td3.gin"])
+    head = "env_steps,phase,phase_step,return_mean,return_std,return_min,return_max,length_mean"
+    for k, returns in ((0, (10, 20, 20)), (1, (20, 40, 80))):
+        rows = [f"{s},online,{s},{r},0,0,0,1" for s, r in zip((10, 20, 30), returns)]
+        (sweep / "td3" / "Pendulum-v1" / f"seed_{k}" / "evaluations.csv").write_text(
+            "\n".join([f"{head},wall_seconds"] + [f"{r},0" for r in rows]) + "\n"
+        )
+    shutil.rmtree(sweep / "td3" / "Pendulum-v1" / "seed_2")  # td3 never ran seed 2
+    report = build_report(sweep, last=2, threshold=25, paired="sac")
+    (row,) = report["paired"]
+    assert (row["config"], row["base"], row["env"], row["seeds"]) == (
+        "td3",
+        "sac",
+        "Pendulum-v1",
+        ["0", "1"],
+    )
+    # sac at seed k: 10, 20, 30 x (k + 1); final 30 (k + 1), last-2 mean 25 (k + 1), AUC (the
+    # trapezoid's mean height) 20 (k + 1). td3 seed 0 (10, 20, 20): final -10, last-2 20 - 25,
+    # AUC (150 + 200) / 20 - 20; seed 1 (20, 40, 80): final +20, last-2 60 - 50, AUC 45 - 40
+    assert row["final"]["per_seed"] == {"0": -10.0, "1": 20.0}
+    assert row["last"]["per_seed"] == {"0": -5.0, "1": 10.0}
+    assert row["auc"]["per_seed"] == pytest.approx({"0": -2.5, "1": 5.0})
+    final = row["final"]
+    assert final["mean"] == pytest.approx({"value": 5.0, "ci_low": -10.0, "ci_high": 20.0})
+    assert (final["n"], final["higher"], final["lower"]) == (2, 1, 1)
+    assert row["auc"]["mean"]["value"] == pytest.approx(1.25)
+    # first at or above 25: sac at 30 (seed 0) and 20 (seed 1); td3 seed 0 never gets there,
+    # so only seed 1 counts (20 - 20)
+    assert row["first_reach"]["per_seed"] == {"1": 0.0}
+    table = markdown_table(report)
+    assert "Paired by seed against sac" in table
+    assert "| td3 | Pendulum-v1 | 0, 1 | +5.0 [-10.0, 20.0] (1 up, 1 down of 2) |" in table
+    # nowhere near the threshold: no seed to pair
+    assert build_report(sweep, threshold=1000, paired="sac")["paired"][0]["first_reach"] is None
+    assert "paired" not in build_report(sweep)
+    with pytest.raises(ValueError, match="no finished run of config 'ddpg'.*'sac', 'td3'"):
+        build_report(sweep, paired="ddpg")
+    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
+    cmd += ["report", str(sweep), "--no_plot", "--last", "2", "--paired", "td3"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "| sac | Pendulum-v1 | 0, 1 | -5.0 [-20.0, 10.0] (1 up, 1 down of 2) |" in proc.stdout
+    proc = subprocess.run([*cmd[:-1], "ddpg"], capture_output=True, text=True)
+    assert proc.returncode != 0 and "no finished run of config 'ddpg'" in proc.stderr
+
+
 def test_a_report_can_carry_every_trials_evaluations(tmp_path):
     from super_sac.sweep.report import write_report
 

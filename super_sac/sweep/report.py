@@ -501,6 +501,80 @@ def _normalised_aggregate(
     return out
 
 
+def _paired_entry(diffs: dict[int, float], seed: int) -> dict[str, Any]:
+    """Seed-matched differences: their mean with a 95% bootstrap interval over the seeds, and
+    how many seeds are above and below zero."""
+    values = list(diffs.values())
+    point, low, high = stratified_bootstrap_ci([values], np.mean, seed=seed)
+    return {
+        "n": len(values),
+        "per_seed": {str(k): v for k, v in diffs.items()},
+        "mean": {"value": point, "ci_low": low, "ci_high": high},
+        "higher": sum(v > 0 for v in values),
+        "lower": sum(v < 0 for v in values),
+    }
+
+
+def paired_differences(
+    data: dict[str, Any],
+    base: str,
+    seed: int = 0,
+    last: int = 3,
+    threshold: float | None = None,
+) -> list[dict[str, Any]]:
+    """Every other config against ``base``, env by env, matched by seed: per seed the
+    difference ``score(config) - score(base)`` of the final evaluation, the mean of the last
+    ``last`` evaluations and the area under the curve, then the mean difference with a 95%
+    bootstrap interval over those seeds (a paired comparison: seed-to-seed variation that both
+    share, such as an easy or hard seed, cancels, so it separates configs that the unpaired
+    intervals of :func:`build_report` do not). With ``threshold``, also the difference in env
+    steps to the first evaluation at or above it, over the seeds where both got there (negative:
+    ``config`` got there sooner).
+
+    :param data: :func:`collect`'s output.
+    :param base: the config (its file's stem) to subtract.
+    :raises ValueError: when no run has the config ``base``.
+    """
+    if not any(config == base for config, _ in data["curves"]):
+        raise ValueError(
+            f"paired comparison: no finished run of config {base!r}; the report holds "
+            + ", ".join(repr(c) for c in data["configs"])
+            + " (name a config by its gin file's stem, e.g. 'sac' for sac.gin)"
+        )
+    out = []
+    for env in data["envs"]:
+        base_runs = dict(
+            zip(data["seeds"].get((base, env), []), data["curves"].get((base, env), []))
+        )
+        if not base_runs:
+            continue
+        for config in data["configs"]:
+            runs = dict(
+                zip(data["seeds"].get((config, env), []), data["curves"].get((config, env), []))
+            )
+            common = sorted(set(runs) & set(base_runs))
+            if config == base or not common:
+                continue
+            scores: dict[str, dict[int, float]] = {"final": {}, "last": {}, "auc": {}}
+            firsts: dict[int, float] = {}
+            for k in common:
+                (s1, v1), (s0, v0) = runs[k], base_runs[k]
+                scores["final"][k] = float(v1[-1]) - float(v0[-1])
+                scores["last"][k] = float(np.mean(v1[-last:])) - float(np.mean(v0[-last:]))
+                scores["auc"][k] = area_under_curve(s1, v1) - area_under_curve(s0, v0)
+                if threshold is not None:
+                    t1, t0 = _first_reach(s1, v1, threshold), _first_reach(s0, v0, threshold)
+                    if t1 is not None and t0 is not None:
+                        firsts[k] = t1 - t0
+            entry: dict[str, Any] = {"config": config, "base": base, "env": env}
+            entry["seeds"] = [str(k) for k in common]
+            entry.update({score: _paired_entry(d, seed) for score, d in scores.items()})
+            if threshold is not None:
+                entry["first_reach"] = _paired_entry(firsts, seed) if firsts else None
+            out.append(entry)
+    return out
+
+
 def build_report(
     sweep_dirs: SweepDirs,
     metric: str = "eval_return",
@@ -509,6 +583,7 @@ def build_report(
     last: int = 3,
     threshold: float | None = None,
     archives: Sequence[str | os.PathLike] = (),
+    paired: str | None = None,
 ) -> dict[str, Any]:
     """Per (config, env): the final score, the mean of the last ``last`` evaluations of each
     run (less noisy than one evaluation) and the area under the curve over seeds, each with
@@ -519,6 +594,8 @@ def build_report(
     :param threshold: also give, per seed, the env steps of the first evaluation at or above
         this score (``None`` where it never got there) and how many seeds got there (e.g.
         CartPole's solved level, 475).
+    :param paired: a config (its gin file's stem) to compare every other config with, seed by
+        seed (:func:`paired_differences`).
     With ``references`` (``{env: (low, high)}``, e.g. random and expert scores), also per config
     an aggregate over the envs that have one: every run's score normalised to
     ``(score - low) / (high - low)``, then mean, median and IQM over all those runs, with
@@ -565,6 +642,11 @@ def build_report(
         "threshold": threshold,
         "rows": rows,
         "normalised_aggregate": _normalised_aggregate(data, references or {}, seed, last),
+        **(
+            {"paired": paired_differences(data, paired, seed, last, threshold)}
+            if paired is not None
+            else {}
+        ),
         "references": {k: list(v) for k, v in (references or {}).items()},
         "unfinished_trials": data["missing"],
     }
@@ -628,11 +710,50 @@ def markdown_table(report: dict[str, Any]) -> str:
                 f"{cell(f['iqm'], 3)} | {cell(k['mean'], 3)} | {cell(a['mean'], 3)} | "
                 f"{cell(a['iqm'], 3)} |"
             )
+    if report.get("paired"):
+        lines += _paired_lines(report)
     for warning in report.get("warnings", []):
         lines += ["", f"Warning: {warning}"]
     if report["unfinished_trials"]:
         lines += ["", f"Unfinished trials (left out): {', '.join(report['unfinished_trials'])}"]
     return "\n".join(lines) + "\n"
+
+
+def _paired_lines(report: dict[str, Any]) -> list[str]:
+    def cell(d: dict[str, Any] | None, digits: int = 1) -> str:
+        if d is None:
+            return "-"
+        m = d["mean"]
+        return (
+            f"{m['value']:+.{digits}f} [{m['ci_low']:.{digits}f}, {m['ci_high']:.{digits}f}] "
+            f"({d['higher']} up, {d['lower']} down of {d['n']})"
+        )
+
+    base = report["paired"][0]["base"]
+    threshold = report.get("threshold")
+    head = f"| config | env | seeds | final | last-{report.get('last_evaluations', 3)} mean | AUC |"
+    rule = "|---|---|---|---|---|---|"
+    if threshold is not None:
+        head += f" first >= {threshold:g} (steps, seeds where both got there; < 0: sooner) |"
+        rule += "---|"
+    lines = [
+        "",
+        f"Paired by seed against {base}: config minus {base} at each seed both ran, the mean "
+        "difference with a 95% bootstrap interval, and at how many seeds it is above (up) and "
+        "below (down) zero:",
+        "",
+        head,
+        rule,
+    ]
+    for r in report["paired"]:
+        line = (
+            f"| {r['config']} | {r['env']} | {', '.join(r['seeds'])} | {cell(r['final'])} "
+            f"| {cell(r['last'])} | {cell(r['auc'])} |"
+        )
+        if threshold is not None:
+            line += f" {cell(r['first_reach'], 0)} |"
+        lines.append(line)
+    return lines
 
 
 def _mean_band(runs: list[tuple[np.ndarray, np.ndarray]], seed: int, reps: int = 1000):
@@ -812,13 +933,14 @@ def write_report(
     evaluations: bool = False,
     archives: Sequence[str | os.PathLike] = (),
     replace_evaluations: bool = False,
+    paired: str | None = None,
 ) -> dict[str, Path]:
     """Write ``report.md``, ``report.json`` and (with ``plot``) ``curves.png`` into ``out``
     (default: the sweep folder; required for several sweeps). ``references``, ``last``,
-    ``threshold`` and ``archives`` as for :func:`build_report`; ``evaluations`` also copies
-    every finished trial's evaluations (:func:`copy_evaluations`, before the report files, so
-    a refused copy leaves the old report; only into an ``out`` outside the sweeps;
-    ``replace_evaluations`` allows it to drop runs). :return: the files by kind."""
+    ``threshold``, ``archives`` and ``paired`` as for :func:`build_report`; ``evaluations``
+    also copies every finished trial's evaluations (:func:`copy_evaluations`, before the
+    report files, so a refused copy leaves the old report; only into an ``out`` outside the
+    sweeps; ``replace_evaluations`` allows it to drop runs). :return: the files by kind."""
     dirs = _as_list(sweep_dirs)
     if out is None:
         if len(dirs) > 1:
@@ -833,7 +955,13 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     recover_evaluations(out)
     report = build_report(
-        dirs, metric, references=references, last=last, threshold=threshold, archives=archives
+        dirs,
+        metric,
+        references=references,
+        last=last,
+        threshold=threshold,
+        archives=archives,
+        paired=paired,
     )
     files = {"markdown": out / "report.md", "json": out / "report.json"}
     if evaluations:
@@ -854,6 +982,7 @@ __all__ = [
     "build_report",
     "copy_evaluations",
     "markdown_table",
+    "paired_differences",
     "plot_curves",
     "plot_runs",
     "read_curve",
