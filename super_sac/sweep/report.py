@@ -526,10 +526,11 @@ def paired_differences(
     difference ``score(config) - score(base)`` of the final evaluation, the mean of the last
     ``last`` evaluations and the area under the curve, then the mean difference with a 95%
     bootstrap interval over those seeds (a paired comparison: seed-to-seed variation that both
-    share, such as an easy or hard seed, cancels, so it separates configs that the unpaired
-    intervals of :func:`build_report` do not). With ``threshold``, also the difference in env
-    steps to the first evaluation at or above it, over the seeds where both got there (negative:
-    ``config`` got there sooner).
+    share, such as an easy or hard seed, cancels, so it can separate configs whose unpaired
+    intervals in :func:`build_report` overlap). With ``threshold``, also the difference in steps
+    (of the curves: env steps, or gradient steps offline) to the first evaluation at or above
+    it, over the seeds where both got there (negative: ``config`` got there sooner; ``None``
+    where no seed did). A config with no seed in common with ``base`` gets no entry.
 
     :param data: :func:`collect`'s output.
     :param base: the config (its file's stem) to subtract.
