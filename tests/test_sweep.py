@@ -465,11 +465,11 @@ def test_a_paired_report_subtracts_the_base_config_seed_by_seed(tmp_path):
     from super_sac.sweep.report import build_report, markdown_table
 
     sweep = _fake_sweep(tmp_path, "s", ["sac.gin", "td3.gin"])
-    head = "env_steps,phase,phase_step,return_mean,return_std,return_min,return_max,length_mean"
     for k, returns in ((0, (10, 20, 20)), (1, (20, 40, 80))):
-        rows = [f"{s},online,{s},{r},0,0,0,1" for s, r in zip((10, 20, 30), returns)]
+        rows = [",".join(EVAL_CSV_COLUMNS)]
+        rows += [f"{s},online,{s},{r},0,0,0,1,0" for s, r in zip((10, 20, 30), returns)]
         (sweep / "td3" / "Pendulum-v1" / f"seed_{k}" / "evaluations.csv").write_text(
-            "\n".join([f"{head},wall_seconds"] + [f"{r},0" for r in rows]) + "\n"
+            "\n".join(rows) + "\n"
         )
     shutil.rmtree(sweep / "td3" / "Pendulum-v1" / "seed_2")  # td3 never ran seed 2
     report = build_report(sweep, last=2, threshold=25, paired="sac")

@@ -474,21 +474,32 @@ def parse_references(items: list[str]) -> dict[str, tuple[float, float]]:
     return out
 
 
+SCORES = ("final", "last", "auc")
+
+
+def _run_scores(steps: np.ndarray, values: np.ndarray, last: int) -> dict[str, float]:
+    """One run's scores: its final evaluation, the mean of its last ``last`` evaluations and
+    the area under its curve (:func:`area_under_curve`)."""
+    return {
+        "final": float(values[-1]),
+        "last": float(np.mean(values[-last:])),
+        "auc": area_under_curve(steps, values),
+    }
+
+
 def _normalised_aggregate(
     data: dict[str, Any], references: dict[str, tuple[float, float]], seed: int, last: int = 3
 ) -> list[dict[str, Any]]:
     out = []
     for stem in data["configs"]:
-        strata: dict[str, dict[str, list[float]]] = {"final": {}, "last": {}, "auc": {}}
+        strata: dict[str, dict[str, list[float]]] = {score: {} for score in SCORES}
         for env, (low, high) in references.items():
             runs = data["curves"].get((stem, env))
             if not runs:
                 continue
-            strata["final"][env] = [(float(v[-1]) - low) / (high - low) for _, v in runs]
-            strata["last"][env] = [
-                (float(np.mean(v[-last:])) - low) / (high - low) for _, v in runs
-            ]
-            strata["auc"][env] = [(area_under_curve(s, v) - low) / (high - low) for s, v in runs]
+            per_run = [_run_scores(s, v, last) for s, v in runs]
+            for score in SCORES:
+                strata[score][env] = [(r[score] - low) / (high - low) for r in per_run]
         if not strata["final"]:
             continue
         entry: dict[str, Any] = {"config": stem, "envs": sorted(strata["final"])}
@@ -542,27 +553,29 @@ def paired_differences(
             + ", ".join(repr(c) for c in data["configs"])
             + " (name a config by its gin file's stem, e.g. 'sac' for sac.gin)"
         )
+
+    def by_seed(config: str, env: str) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        return dict(
+            zip(data["seeds"].get((config, env), []), data["curves"].get((config, env), []))
+        )
+
     out = []
     for env in data["envs"]:
-        base_runs = dict(
-            zip(data["seeds"].get((base, env), []), data["curves"].get((base, env), []))
-        )
+        base_runs = by_seed(base, env)
         if not base_runs:
             continue
         for config in data["configs"]:
-            runs = dict(
-                zip(data["seeds"].get((config, env), []), data["curves"].get((config, env), []))
-            )
+            runs = by_seed(config, env)
             common = sorted(set(runs) & set(base_runs))
             if config == base or not common:
                 continue
-            scores: dict[str, dict[int, float]] = {"final": {}, "last": {}, "auc": {}}
+            scores: dict[str, dict[int, float]] = {score: {} for score in SCORES}
             firsts: dict[int, float] = {}
             for k in common:
                 (s1, v1), (s0, v0) = runs[k], base_runs[k]
-                scores["final"][k] = float(v1[-1]) - float(v0[-1])
-                scores["last"][k] = float(np.mean(v1[-last:])) - float(np.mean(v0[-last:]))
-                scores["auc"][k] = area_under_curve(s1, v1) - area_under_curve(s0, v0)
+                ours, theirs = _run_scores(s1, v1, last), _run_scores(s0, v0, last)
+                for score in SCORES:
+                    scores[score][k] = ours[score] - theirs[score]
                 if threshold is not None:
                     t1, t0 = _first_reach(s1, v1, threshold), _first_reach(s0, v0, threshold)
                     if t1 is not None and t0 is not None:
@@ -610,18 +623,12 @@ def build_report(
             runs = data["curves"].get((config, env))
             if not runs:
                 continue
-            finals = [float(v[-1]) for _, v in runs]
-            lasts = [float(np.mean(v[-last:])) for _, v in runs]
-            aucs = [area_under_curve(s, v) for s, v in runs]
+            per_run = [_run_scores(s, v, last) for s, v in runs]
             seeds = [str(k) for k in data["seeds"][(config, env)]]
-            row = {
-                "config": config,
-                "env": env,
-                "final": _summarise(finals, seed),
-                "last": _summarise(lasts, seed),
-                "auc": _summarise(aucs, seed),
-                "final_per_seed": dict(zip(seeds, finals)),
-            }
+            row: dict[str, Any] = {"config": config, "env": env}
+            for score in SCORES:
+                row[score] = _summarise([r[score] for r in per_run], seed)
+            row["final_per_seed"] = dict(zip(seeds, (r["final"] for r in per_run)))
             if threshold is not None:
                 first = dict(zip(seeds, (_first_reach(s, v, threshold) for s, v in runs)))
                 row["first_reach"] = first
