@@ -604,7 +604,10 @@ def offline_actor_update(
     importance weights when the batch was drawn by TD priority, ones otherwise) times
     ``importance_weights``. The critics receive no gradient.
 
-    :param agent: a stochastic (or discrete) agent: the loss is a log-likelihood.
+    :param agent: a stochastic (or discrete) agent, whose loss is a log-likelihood; or, for
+        behavioral cloning only (``adv_filter="none"``), a deterministic one, whose
+        ``log pi(a|s)`` is replaced by ``-mean_j (mu(s)_j - a_j)^2`` (the log-likelihood of a
+        fixed-std Gaussian up to constants: d3rlpy's deterministic BC, and TD3+BC's BC term).
     :param batch: dataset transitions.
     :param optimizer: the actor's optimizer (plus the encoder's when ``train_encoder``).
     :param adv_filter: "binary", "exp" or "none".
@@ -622,7 +625,8 @@ def offline_actor_update(
     :param rep: detached features of ``batch.obs`` when the caller has them (the critic
         update's); ignored with ``train_encoder``, whose loss needs the encoder's graph.
     :return: ``actor/afbc_loss`` (with the invariance term), ``actor/log_prob_data`` (mean
-        log-likelihood of the dataset actions), ``actor/adv_mean``, ``actor/filter_mean`` (mean
+        log-likelihood of the dataset actions; ``actor/bc_mse``, their mean squared error, for
+        a deterministic actor), ``actor/adv_mean``, ``actor/filter_mean`` (mean
         filter weight: the fraction kept by the binary filter), ``actor/advantages`` (per sample,
         ``(B,)``; the AFBC trick's new priorities come from them) and
         ``actor/action_invariance`` when it is used.
@@ -646,9 +650,17 @@ def offline_actor_update(
     loss_weights = weights * batch.weights
     if importance_weights is not None:
         loss_weights = loss_weights * importance_weights
-    log_prob = agent.actor(rep).log_prob(batch.action).reshape(-1, 1)
-    loss = lu.afbc_actor_loss(log_prob, loss_weights)
     logs: Logs = {}
+    if agent.stochastic or agent.discrete:
+        log_prob = agent.actor(rep).log_prob(batch.action).reshape(-1, 1)
+        logs["actor/log_prob_data"] = log_prob.detach().mean()
+    else:
+        # a deterministic actor's "log-likelihood" is that of a fixed-std Gaussian around mu(s),
+        # up to constants: minus the squared error
+        squared_error = lu.deterministic_bc_error(agent.actor(rep), batch.action)
+        log_prob = -squared_error
+        logs["actor/bc_mse"] = squared_error.detach().mean()
+    loss = lu.afbc_actor_loss(log_prob, loss_weights)
     if actor_lambda > 0 and batch.views is not None:
         own_rep = rep if batch.obs is batch.views.aug_obs else None
         invariance = action_invariance(agent, batch.views, own_rep)
@@ -657,7 +669,6 @@ def offline_actor_update(
     optimizer_step(optimizer, loss)
     return {
         "actor/afbc_loss": loss.detach(),
-        "actor/log_prob_data": log_prob.detach().mean(),
         "actor/adv_mean": adv.mean(),
         "actor/filter_mean": weights.mean(),
         "actor/advantages": adv.reshape(-1),

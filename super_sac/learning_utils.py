@@ -370,6 +370,20 @@ def afbc_actor_loss(log_prob: torch.Tensor, weights: torch.Tensor) -> torch.Tens
     return -(weights.detach() * log_prob).mean()
 
 
+def deterministic_bc_error(action_pred: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """Per-sample squared error ``mean_j (mu(s)_j - a_j)^2`` of a deterministic actor's actions
+    against the dataset's, ``(B, 1)``.
+
+    Behavioral cloning of a deterministic policy minimises its batch mean (d3rlpy's BC and the BC
+    term of TD3+BC, Fujimoto & Gu 2021): the negative log-likelihood of ``a`` under a Gaussian of
+    fixed standard deviation around ``mu(s)``, up to a scale and constants.
+
+    :param action_pred: ``(B, A)`` the actor's actions ``mu(s)``.
+    :param action: ``(B, A)`` the dataset's actions.
+    """
+    return (action_pred - action).pow(2).mean(dim=-1, keepdim=True)
+
+
 def deterministic_actor_loss(q: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
     """Deterministic policy gradient objective ``-E[Q(s, mu(s))]`` (Silver et al. 2014); each
     sample weighted by ``weights`` ``(B, 1)`` when given."""

@@ -190,12 +190,13 @@ def validate_config(
     Every value is first checked against its field's annotation (:func:`check_setting_types`).
     """
     check_setting_types(cfg)
-    wants_afbc = cfg.use_afbc_update_online or cfg.num_steps_offline > 0 or cfg.bc_warmup_steps
+    wants_afbc = cfg.use_afbc_update_online or cfg.num_steps_offline > 0
     if wants_afbc and not (agent.stochastic or agent.discrete):
         raise ConfigError(
-            "behavioral cloning / advantage-filtered BC (num_steps_offline, bc_warmup_steps, "
-            "use_afbc_update_online) maximise the log-likelihood of dataset actions, which the "
-            f"deterministic actor {type(agent.actor).__name__} does not have. Fix: use "
+            "advantage-filtered BC (num_steps_offline, use_afbc_update_online) estimates V(s) "
+            "from policy samples and maximises the log-likelihood of dataset actions, which the "
+            f"deterministic actor {type(agent.actor).__name__} does not have (plain behavioral "
+            "cloning, bc_warmup_steps, fits it by squared error). Fix: use "
             "Agent.actor_network_cls = @super_sac.nets.mlps.ContinuousStochasticActor."
         )
     for key, (default, feature) in _NOT_YET.items():
@@ -305,10 +306,11 @@ def validate_config(
                 "set init_alpha = 0 and alpha_lr = 0 (as ddpg.gin and td3.gin do), or use "
                 "ContinuousStochasticActor",
             )
-        if not cfg.use_exploration_process:
+        if cfg.num_steps_online > 0 and not cfg.use_exploration_process:
             raise _err(
                 "use_exploration_process = False",
-                "a deterministic actor would never explore",
+                f"a deterministic actor would never explore in its {cfg.num_steps_online} "
+                "online steps",
                 "set use_exploration_process = True (Gaussian action noise)",
             )
     if agent.discrete:

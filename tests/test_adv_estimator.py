@@ -143,6 +143,47 @@ def test_offline_actor_update_maximises_the_weighted_likelihood_of_data_actions(
     assert all(torch.equal(a, b) for a, b in zip(critic_before, agent.critic.parameters()))
 
 
+def test_deterministic_bc_error_on_a_tiny_batch():
+    pred = torch.tensor([[0.5, -0.5], [0.0, 1.0]])
+    action = torch.tensor([[0.0, 0.5], [0.0, -1.0]])
+    # ((0.25 + 1) / 2, (0 + 4) / 2)
+    assert lu.deterministic_bc_error(pred, action).tolist() == [[0.625], [2.0]]
+
+
+def test_behavioral_cloning_fits_a_deterministic_actor_by_weighted_squared_error():
+    torch.manual_seed(0)
+    agent = Agent(
+        2,
+        nets.FlatEncoder(3),
+        hidden_size=16,
+        actor_network_cls=nets.mlps.ContinuousDeterministicActor,
+    )
+    obs, action = torch.randn(4, 3), torch.rand(4, 2) * 1.6 - 0.8
+    importance = torch.tensor([[2.0], [0.0], [1.0], [1.0]])
+    with torch.no_grad():
+        pred = agent.actor(agent.encoder({"obs": obs}))
+    # the batch mean of each sample's weighted mean squared error over the action's dimensions
+    expected = (importance * (pred - action).pow(2)).mean()
+    opt = optim.build_optimizer(optim.ParamGroup(list(agent.actor.parameters()), 1e-2))
+    logs = learning.offline_actor_update(
+        agent, _batch(obs, action), opt, adv_filter="none", importance_weights=importance
+    )
+    assert logs["actor/afbc_loss"].item() == pytest.approx(expected.item(), rel=1e-5)
+    assert logs["actor/bc_mse"].item() == pytest.approx((pred - action).pow(2).mean().item())
+    assert "actor/log_prob_data" not in logs
+    # unweighted, the loss is d3rlpy's deterministic BC loss, F.mse_loss(mu(s), a)
+    with torch.no_grad():
+        pred = agent.actor(agent.encoder({"obs": obs}))
+    logs = learning.offline_actor_update(agent, _batch(obs, action), opt, adv_filter="none")
+    mse = torch.nn.functional.mse_loss(pred, action)
+    assert logs["actor/afbc_loss"].item() == pytest.approx(mse.item(), rel=1e-5)
+    for _ in range(100):
+        learning.offline_actor_update(agent, _batch(obs, action), opt, adv_filter="none")
+    with torch.no_grad():
+        after = agent.actor(agent.encoder({"obs": obs}))
+    assert (after - action).pow(2).mean() < 0.1 * mse
+
+
 def test_binary_filter_ignores_actions_with_negative_advantage():
     torch.manual_seed(0)
     agent = Agent(1, nets.FlatEncoder(3), hidden_size=16)
