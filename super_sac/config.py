@@ -142,7 +142,7 @@ class TrainConfig:
     """
 
     # --- Schedule: the phases and the updates in each step ---
-    #: phase 1: behavioral cloning updates on the buffer's data (targets are re-copied after it)
+    #: phase 1: behavioral cloning (squared error if deterministic); targets are re-copied after it
     bc_warmup_steps: int = 0
     #: phase 2: offline steps of critic and AFBC actor updates on the buffer's data, no env steps
     num_steps_offline: int = 0
