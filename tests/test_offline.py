@@ -426,3 +426,37 @@ def test_kept_fraction_diagnostic_scores_rescaled_dataset_actions(dataset, monke
     assert out[4].startswith("| max, by priority | ")
     # a batch drawn by advantage priority holds at least the uniform share of kept samples
     assert all(shares["max, by priority"][k] >= shares["max"][k] for k in (1, 64))
+
+
+def _benchmark_script(name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        name, ROOT / "experiments" / "benchmarks" / f"{name}.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def test_bc_action_magnitude_diagnostic_averages_neighbours_before_and_after_tanh(dataset, capsys):
+    """experiments/benchmarks/bc_action_magnitude.py on hand-computed neighbours, then its CLI
+    on a trained run."""
+    script = _benchmark_script("bc_action_magnitude")
+    obs = np.array([[0.0], [0.1], [10.0], [10.1], [10.2]], dtype=np.float32)
+    action = np.array([[0.1], [0.2], [0.0], [0.9], [-0.5]], dtype=np.float32)
+    # state 2's two nearest others are states 3 and 4, with actions 0.9 and -0.5
+    stats = script.neighbour_averages(obs, action, np.array([2]), k=2)
+    assert stats["spread"] == pytest.approx(0.7)  # std of {0.9, -0.5}
+    assert stats["mean_abs_linear"] == pytest.approx(0.2)
+    pretanh = np.tanh((np.arctanh(0.9) + np.arctanh(-0.5)) / 2)  # 0.4313
+    assert stats["mean_abs_pretanh"] == pytest.approx(pretanh, rel=1e-5)
+    with pytest.raises(ValueError, match="k = 5: expected 1 <= k < 5"):
+        script.neighbour_averages(obs, action, np.array([2]), k=5)
+    run = _small_awac_run(dataset, 20, 0)
+    capsys.readouterr()  # drop what the training run printed
+    script.main([run["run_dir"], "--dataset", str(dataset), "--env", "Pendulum-v1",
+                 "--states", "50", "--k", "3"])  # fmt: skip
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    values = [float(line.rsplit("|", 2)[1]) for line in rows[2:]]
+    assert len(values) == 5 and all(0.0 <= v <= 1.0 for v in values)
