@@ -460,3 +460,14 @@ def test_bc_action_magnitude_diagnostic_averages_neighbours_before_and_after_tan
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
     values = [float(line.rsplit("|", 2)[1]) for line in rows[2:]]
     assert len(values) == 5 and all(0.0 <= v <= 1.0 for v in values)
+    # per slice of the dataset's order: [0.25, 0] and [0, 0.5] against a = 0.5 in each entry
+    pred = np.array([[0.25], [0.0], [0.0], [0.5]], dtype=np.float32)
+    fits = script.slice_fits(pred, np.full((4, 1), 0.5, dtype=np.float32), 2)
+    assert fits[0]["mse"] == pytest.approx((0.25**2 + 0.5**2) / 2)
+    assert fits[1]["mse"] == pytest.approx(0.5**2 / 2)
+    assert [f["sign"] for f in fits] == [0.5, 0.5]  # sign(0) differs from sign(0.5)
+    script.main([run["run_dir"], "--dataset", str(dataset), "--env", "Pendulum-v1",
+                 "--states", "50", "--by_position", "4"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert "By position in the dataset (4 slices" in out
+    assert len([line for line in out.splitlines() if line[:4] in ("| 1 ", "| 4 ")]) == 2

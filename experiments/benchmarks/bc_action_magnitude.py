@@ -12,6 +12,11 @@ that story on ``--states`` random dataset states:
 * each trained run (a folder with ``agent.pt`` and ``config.gin``): the mean ``|mu(s)|`` of its
   deterministic action (a deterministic actor's output, ``tanh`` of a Gaussian actor's mean).
 
+With ``--by_position Q`` it also splits the whole dataset, in its stored order, into ``Q`` equal
+slices (for a replay dataset: from the warm-up to the end of training) and prints, per slice,
+the mean reward, the share of saturated action entries (``|a| > 0.99``) and each run's mean
+squared error ``(mu(s) - a)^2`` and sign agreement with the data's actions.
+
 Usage::
 
     python experiments/benchmarks/bc_action_magnitude.py \\
@@ -61,12 +66,26 @@ def neighbour_averages(
 
 
 @torch.no_grad()
-def policy_mean_abs(run_dir: Path, env_id: str, obs: np.ndarray) -> float:
-    """Mean ``|mu(s)|`` of the run's deterministic action on ``obs`` (``(n, D)``)."""
+def policy_actions(run_dir: Path, env_id: str, obs: np.ndarray) -> np.ndarray:
+    """The run's deterministic actions ``(n, A)`` on ``obs`` (``(n, D)``): a deterministic
+    actor's output, ``tanh`` of a Gaussian actor's mean."""
     agent = load_agent(run_dir / "agent.pt", run_dir / "config.gin", make_env(env_id))
     out = agent.actor(agent.encoder({"obs": torch.as_tensor(obs, dtype=torch.float32)}))
-    action = out if torch.is_tensor(out) else torch.tanh(out.loc)
-    return float(action.abs().mean())
+    return (out if torch.is_tensor(out) else torch.tanh(out.loc)).numpy()
+
+
+def slice_fits(pred: np.ndarray, action: np.ndarray, slices: int) -> list[dict[str, float]]:
+    """Per slice of the dataset's order (``slices`` equal parts, the last takes the remainder):
+    ``mse``, the mean of ``(pred - a)^2``, and ``sign``, the share of entries where ``pred``
+    and ``a`` have the same sign."""
+    bounds = np.linspace(0, len(action), slices + 1).astype(int)
+    return [
+        {
+            "mse": float(((pred[lo:hi] - action[lo:hi]) ** 2).mean()),
+            "sign": float((np.sign(pred[lo:hi]) == np.sign(action[lo:hi])).mean()),
+        }
+        for lo, hi in zip(bounds[:-1], bounds[1:])
+    ]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -77,6 +96,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--states", type=int, default=1500, help="random dataset states measured")
     p.add_argument("--k", type=int, default=10, help="neighbours per state")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--by_position", type=int, default=0, help="slices of the dataset's order")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
     data, _ = datasets.load_npz(args.dataset)  # actions rescaled to [-1, 1], as training saw them
@@ -91,8 +111,29 @@ def main(argv: list[str] | None = None) -> None:
     print(f"| data, spread of the neighbours' actions | {stats['spread']:.3f} |")
     print(f"| data, neighbours' mean of a | {stats['mean_abs_linear']:.3f} |")
     print(f"| data, neighbours' mean of atanh(a), through tanh | {stats['mean_abs_pretanh']:.3f} |")
-    for run in args.runs:
-        print(f"| policy {run} | {policy_mean_abs(Path(run), args.env, obs[idx]):.3f} |")
+    preds = {run: policy_actions(Path(run), args.env, obs) for run in args.runs}
+    for run, pred in preds.items():
+        print(f"| policy {run} | {np.abs(pred[idx]).mean():.3f} |")
+    if args.by_position > 0:
+        q = args.by_position
+        bounds = np.linspace(0, len(action), q + 1).astype(int)
+        reward = np.asarray(data.reward, dtype=np.float64)
+        print(f"\nBy position in the dataset ({q} slices, first to last):")
+        print(
+            "| slice | reward | share of abs(a) > 0.99 | "
+            + " | ".join(f"{run}: squared error, sign agreement" for run in preds)
+            + " |"
+        )
+        print("| --- " * (3 + len(preds)) + "|")
+        fits = {run: slice_fits(pred, action, q) for run, pred in preds.items()}
+        for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+            cells = [f"{fits[run][i]['mse']:.3f}, {fits[run][i]['sign']:.3f}" for run in preds]
+            saturated = (np.abs(action[lo:hi]) > 0.99).mean()
+            print(
+                f"| {i + 1} | {reward[lo:hi].mean():.2f} | {saturated:.3f} | "
+                + " | ".join(cells)
+                + " |"
+            )
 
 
 if __name__ == "__main__":
