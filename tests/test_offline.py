@@ -390,19 +390,26 @@ def test_offline_script_resumes_from_its_run_directory(dataset):
         train_offline(["--config", "awac.gin", "--logging", "none"])
 
 
+def _benchmark_script(name):
+    """The module of ``experiments/benchmarks/<name>.py``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        name, ROOT / "experiments" / "benchmarks" / f"{name}.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
 def test_kept_fraction_diagnostic_scores_rescaled_dataset_actions(dataset, monkeypatch, capsys):
     """experiments/benchmarks/afbc_kept_fraction.py: shares of A >= 0 in [0, 1], fewer kept
     against the best of many policy samples than against one, and the dataset's actions
     rescaled from Pendulum's [-2, 2] to [-1, 1] before they are scored."""
-    import importlib.util
-
     from super_sac import adv_estimator
 
     run = _small_awac_run(dataset, 50, 0, "FlatEncoder.standardize = True")
-    path = ROOT / "experiments" / "benchmarks" / "afbc_kept_fraction.py"
-    spec = importlib.util.spec_from_file_location("afbc_kept_fraction", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = _benchmark_script("afbc_kept_fraction")
     seen = []
     estimate = adv_estimator.estimate_advantage
 
@@ -426,17 +433,6 @@ def test_kept_fraction_diagnostic_scores_rescaled_dataset_actions(dataset, monke
     assert out[4].startswith("| max, by priority | ")
     # a batch drawn by advantage priority holds at least the uniform share of kept samples
     assert all(shares["max, by priority"][k] >= shares["max"][k] for k in (1, 64))
-
-
-def _benchmark_script(name):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        name, ROOT / "experiments" / "benchmarks" / f"{name}.py"
-    )
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
 
 
 def test_bc_action_magnitude_diagnostic_averages_neighbours_before_and_after_tanh(dataset, capsys):

@@ -67,24 +67,30 @@ def neighbour_averages(
 
 @torch.no_grad()
 def policy_actions(run_dir: Path, env_id: str, obs: np.ndarray) -> np.ndarray:
-    """The run's deterministic actions ``(n, A)`` on ``obs`` (``(n, D)``): a deterministic
-    actor's output, ``tanh`` of a Gaussian actor's mean."""
+    """The run's deterministic actions ``(n, A)`` on ``obs`` (``(n, D)``):
+    :meth:`super_sac.Agent.mean_action` (a deterministic actor's output, ``tanh`` of a Gaussian
+    actor's mean)."""
     agent = load_agent(run_dir / "agent.pt", run_dir / "config.gin", make_env(env_id))
-    out = agent.actor(agent.encoder({"obs": torch.as_tensor(obs, dtype=torch.float32)}))
-    return (out if torch.is_tensor(out) else torch.tanh(out.loc)).numpy()
+    rep = agent.encoder({"obs": torch.as_tensor(obs, dtype=torch.float32)})
+    return agent.mean_action(rep).numpy()
+
+
+def slice_bounds(n: int, slices: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of ``slices`` near-equal consecutive parts of ``range(n)``."""
+    bounds = np.linspace(0, n, slices + 1).astype(int)
+    return list(zip(bounds[:-1].tolist(), bounds[1:].tolist()))
 
 
 def slice_fits(pred: np.ndarray, action: np.ndarray, slices: int) -> list[dict[str, float]]:
-    """Per slice of the dataset's order (``slices`` equal parts, the last takes the remainder):
-    ``mse``, the mean of ``(pred - a)^2``, and ``sign``, the share of entries where ``pred``
-    and ``a`` have the same sign."""
-    bounds = np.linspace(0, len(action), slices + 1).astype(int)
+    """Per slice of the dataset's order (:func:`slice_bounds`): ``mse``, the mean of
+    ``(pred - a)^2``, and ``sign``, the share of entries where ``pred`` and ``a`` have the same
+    sign."""
     return [
         {
             "mse": float(((pred[lo:hi] - action[lo:hi]) ** 2).mean()),
             "sign": float((np.sign(pred[lo:hi]) == np.sign(action[lo:hi])).mean()),
         }
-        for lo, hi in zip(bounds[:-1], bounds[1:])
+        for lo, hi in slice_bounds(len(action), slices)
     ]
 
 
@@ -116,7 +122,6 @@ def main(argv: list[str] | None = None) -> None:
         print(f"| policy {run} | {np.abs(pred[idx]).mean():.3f} |")
     if args.by_position > 0:
         q = args.by_position
-        bounds = np.linspace(0, len(action), q + 1).astype(int)
         reward = np.asarray(data.reward, dtype=np.float64)
         print(f"\nBy position in the dataset ({q} slices, first to last):")
         print(
@@ -126,7 +131,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         print("| --- " * (3 + len(preds)) + "|")
         fits = {run: slice_fits(pred, action, q) for run, pred in preds.items()}
-        for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+        for i, (lo, hi) in enumerate(slice_bounds(len(action), q)):
             cells = [f"{fits[run][i]['mse']:.3f}, {fits[run][i]['sign']:.3f}" for run in preds]
             saturated = (np.abs(action[lo:hi]) > 0.99).mean()
             print(
