@@ -7,6 +7,8 @@
     # more seeds into a committed report whose sweep folder is gone: its copied evaluations join
     python experiments/sweep.py report sweeps/pendulum_seed4 --archive pendulum_vs_sb3 \
         --out pendulum_vs_sb3 --evaluations
+    # a committed report against its own data (rebuilt from its copied evaluations)
+    python experiments/sweep.py check experiments/benchmarks/results/pendulum_vs_sb3
 
 Each trial is a normal run directory, sweeps/pendulum/<config>/<env>/seed_<k>. Running the same
 command again finishes the grid: finished trials are skipped, interrupted ones resume from their
@@ -27,7 +29,12 @@ from pathlib import Path
 
 from super_sac.sweep.grid import Grid
 from super_sac.sweep.local import archived_trials, run_local
-from super_sac.sweep.report import index_evaluations, parse_references, write_report
+from super_sac.sweep.report import (
+    check_report,
+    index_evaluations,
+    parse_references,
+    write_report,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,7 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser(
         "report", help="tables and learning curves of a sweep folder, or of several side by side"
     )
-    report.add_argument("sweep_dir", nargs="+", help="sweep folders (e.g. ours and SB3's)")
+    report.add_argument(
+        "sweep_dir",
+        nargs="*",
+        help="sweep folders (e.g. ours and SB3's); none with --archive: a report of committed "
+        "evaluations alone",
+    )
     report.add_argument(
         "--out", default=None, help="folder of the report (default: the sweep; several: required)"
     )
@@ -155,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="also compare every other config with CONFIG (a gin file's stem, e.g. sac) seed by "
         "seed: the mean of the per-seed differences with a 95%% bootstrap interval",
     )
+    check = sub.add_parser(
+        "check",
+        help="check committed reports against their own data: rebuild each from the "
+        "evaluations copied beside it, with the settings its report.json records, and compare",
+    )
+    check.add_argument("folder", nargs="+", help="report folders written with --evaluations")
     index = sub.add_parser(
         "index",
         help="write the index.json of a report's evaluations/ copied before indexes existed, "
@@ -227,6 +245,21 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_report:
             files = write_report(sweep_dir)
             print(f"report: {', '.join(str(f) for f in files.values())}")
+        return 1 if failed else 0
+    if args.command == "check":
+        failed = 0
+        for folder in args.folder:
+            differences = check_report(folder)
+            failed += bool(differences)
+            print(f"{folder}: " + ("holds" if not differences else "DIFFERS"))
+            for line in differences:
+                print(f"  {line}")
+        if failed:
+            print(
+                f"{failed} of {len(args.folder)} reports differ from their data: rerun the "
+                "report command that made each (its README section names it)",
+                file=sys.stderr,
+            )
         return 1 if failed else 0
     if args.command == "index":
         entries = index_evaluations(args.folder, args.manifest)

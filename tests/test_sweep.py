@@ -541,6 +541,103 @@ def test_a_report_can_carry_every_trials_evaluations(tmp_path):
     assert sorted(p.name for p in (tmp_path / "cli" / "evaluations").glob("*.csv")) == copied[:2]
 
 
+def test_a_report_is_rebuilt_from_its_copied_evaluations_alone(tmp_path):
+    import json
+
+    from super_sac.sweep.report import write_report
+
+    ours = _fake_sweep(tmp_path, "ours", ["sac.gin", "td3.gin"])
+    table = tmp_path / "table"
+    write_report(ours, out=table, plot=False, last=2, threshold=60, evaluations=True, paired="sac")
+    committed = json.loads((table / "report.json").read_text())
+    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
+    again = tmp_path / "again"
+    argv = ["--archive", str(table), "--no_plot", "--last", "2", "--threshold", "60"]
+    proc = subprocess.run(
+        [*cmd, "report", *argv, "--paired", "sac", "--out", str(again)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rebuilt = json.loads((again / "report.json").read_text())
+    for part in ("rows", "paired"):
+        assert rebuilt[part] == committed[part]
+    assert rebuilt["sweeps"] == [] and rebuilt["archives"] == [str(table)]
+    proc = subprocess.run([*cmd, "report", *argv], capture_output=True, text=True)
+    assert proc.returncode != 0 and "archives alone, needs an output folder" in proc.stderr
+    proc = subprocess.run([*cmd, "report", "--out", str(again)], capture_output=True, text=True)
+    assert proc.returncode != 0 and "give a sweep folder or an archive" in proc.stderr
+
+
+def test_check_names_every_number_a_report_holds_that_its_data_does_not(tmp_path):
+    import json
+
+    from super_sac.sweep.report import check_report, write_report
+
+    ours = _fake_sweep(tmp_path, "ours", ["sac.gin", "td3.gin"])
+    table = tmp_path / "table"
+    settings = {"out": table, "plot": False, "last": 2, "threshold": 60, "paired": "sac"}
+    write_report(ours, **settings, evaluations=True)
+    assert check_report(table) == []
+    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
+    proc = subprocess.run([*cmd, "check", str(table)], capture_output=True, text=True)
+    assert proc.returncode == 0 and f"{table}: holds" in proc.stdout
+    # td3's seed-1 curve (10, 20, 30 x 2) ends at 61 instead of 60: every score drawn from
+    # its final evaluation moves, and the check names each with both values
+    csv_path = table / "evaluations" / "td3_Pendulum-v1_seed1.csv"
+    rows = csv_path.read_text().splitlines()
+    fields = rows[-1].split(",")
+    assert fields[3] == "60"
+    csv_path.write_text("\n".join([*rows[:-1], ",".join([*fields[:3], "61", *fields[4:]])]))
+    differences = check_report(table)
+    td3 = [d for d in differences if d.startswith("rows[1].")]  # sorted: sac, td3
+    assert "rows[1].final_per_seed.1: 60.0 committed, 61.0 rebuilt" in td3
+    assert "rows[1].final.mean.value: 60.0 committed, 60.333333333333336 rebuilt" in td3
+    assert any(d.startswith("paired[0].final.per_seed.1: 0.0 committed, 1.0") for d in differences)
+    assert not any(d.startswith("rows[0].") for d in differences)  # sac's data is unchanged
+    proc = subprocess.run([*cmd, "check", str(table)], capture_output=True, text=True)
+    assert proc.returncode == 1 and f"{table}: DIFFERS" in proc.stdout
+    assert "1 of 1 reports differ from their data" in proc.stderr
+    # the markdown must be the rendering of the json it sits beside
+    write_report(ours, **settings, evaluations=True, replace_evaluations=True)
+    markdown = table / "report.md"
+    markdown.write_text(
+        markdown.read_text().replace("| sac | Pendulum-v1 | 3 |", "| sac | x | 3 |")
+    )
+    assert check_report(table) == [
+        f"{markdown} is not the rendering of report.json: regenerate both together"
+    ]
+    # the recorded settings drive the rebuild: a threshold edited to 25 without rebuilding the
+    # rows leaves first_reach computed at 60 (sac's seed 0, 10/20/30, reaches 25 at 30 steps)
+    write_report(ours, **settings, evaluations=True, replace_evaluations=True)
+    report = json.loads((table / "report.json").read_text())
+    report["threshold"] = 25.0
+    (table / "report.json").write_text(json.dumps(report))
+    differences = check_report(table)
+    assert "rows[0].first_reach.0: None committed, 30.0 rebuilt" in differences
+    assert "rows[0].reached: 2 committed, 3 rebuilt" in differences
+    with pytest.raises(FileNotFoundError, match="has no report.json"):
+        check_report(tmp_path / "ours" / "sac")
+
+
+_RESULTS = Path(__file__).resolve().parents[1] / "experiments" / "benchmarks" / "results"
+
+
+@pytest.mark.parametrize(
+    "folder",
+    sorted(
+        str(p.parent.relative_to(_RESULTS))
+        for p in _RESULTS.rglob("report.json")
+        if (p.parent / "evaluations").is_dir()
+    ),
+)
+def test_every_committed_report_is_what_its_evaluations_say(folder):
+    """The benchmark tables quote these reports; each must follow from the data beside it."""
+    from super_sac.sweep.report import check_report
+
+    assert check_report(_RESULTS / folder) == []
+
+
 def _config(tmp_path, name="sac.gin", text="super_sac.batch_size = 256\n"):
     """A real config file (its SHA-256 goes into the manifest: pooling sweeps needs it)."""
     path = tmp_path / "cfg" / name

@@ -660,6 +660,96 @@ def build_report(
     }
 
 
+# report.json's parts that a report's own evaluations determine (the sweeps it was made from,
+# their step budgets and unfinished trials are not in the copied evaluations)
+_CHECKED_PARTS = ("rows", "normalised_aggregate", "paired")
+_CHECKED_SETTINGS = ("metric", "last_evaluations", "threshold", "references")
+
+
+def _differences(committed: Any, rebuilt: Any, where: str, out: list[str]) -> None:
+    """Append to ``out`` every place where the committed JSON value differs from the rebuilt one
+    (floats to 1e-9; keys only the rebuilt one has are fields added to reports since)."""
+    if isinstance(committed, dict) and isinstance(rebuilt, dict):
+        # what the committed report states; a field added to reports since is not its claim
+        for key in committed:
+            if key not in rebuilt:
+                out.append(f"{where}.{key}: only in the committed report")
+            else:
+                _differences(committed[key], rebuilt[key], f"{where}.{key}", out)
+    elif isinstance(committed, list) and isinstance(rebuilt, list):
+        if len(committed) != len(rebuilt):
+            out.append(f"{where}: {len(committed)} entries committed, {len(rebuilt)} rebuilt")
+            return
+        for i, (a, b) in enumerate(zip(committed, rebuilt)):
+            _differences(a, b, f"{where}[{i}]", out)
+    elif isinstance(committed, float) or isinstance(rebuilt, float):
+        if not (
+            isinstance(committed, (int, float))
+            and isinstance(rebuilt, (int, float))
+            and math.isclose(committed, rebuilt, rel_tol=1e-9, abs_tol=1e-9)
+        ):
+            out.append(f"{where}: {committed!r} committed, {rebuilt!r} rebuilt")
+    elif committed != rebuilt:
+        out.append(f"{where}: {committed!r} committed, {rebuilt!r} rebuilt")
+
+
+def _by_name(entry: dict[str, Any]) -> tuple[str, str]:
+    return entry["config"], entry.get("env", "")
+
+
+def check_report(folder: str | os.PathLike, seed: int = 0) -> list[str]:
+    """Check that a committed report is what its own data says: rebuild it from the
+    evaluations copied beside it (``--evaluations``) with the settings its ``report.json``
+    records (metric, last-k, threshold, references, the paired base), and compare every
+    number of the rows, the normalised aggregate and the paired differences with the committed
+    ones; check too that ``report.md`` is the rendering of ``report.json``. The sweeps' step
+    budgets and unfinished trials are not in the copied evaluations and are not checked, nor is
+    ``report.md`` of a report written before last-k scores existed (no ``last_evaluations``).
+
+    :param folder: a report folder written with ``--evaluations``.
+    :param seed: the bootstrap seed the report was made with (the command line's is 0).
+    :return: the differences, each naming the field and both values (empty: the report holds).
+    :raises FileNotFoundError: when the folder has no ``report.json`` or no evaluations.
+    """
+    folder = Path(folder)
+    path = folder / "report.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder} has no report.json: pass a report folder")
+    committed = json.loads(path.read_text())
+    paired = committed.get("paired") or []
+    references = committed.get("references", {})
+    rebuilt = build_report(
+        [],
+        committed.get("metric", "eval_return"),
+        seed=seed,
+        references={env: (low, high) for env, (low, high) in references.items()},
+        last=committed.get("last_evaluations", 3),
+        threshold=committed.get("threshold"),
+        archives=[folder],
+        paired=paired[0]["base"] if paired else None,
+    )
+    out: list[str] = []
+    for name in _CHECKED_SETTINGS:
+        if name in committed:
+            _differences(committed[name], rebuilt[name], name, out)
+    for name in _CHECKED_PARTS:
+        # the committed rows follow its sweeps' config order, the rebuilt ones the archive's
+        _differences(
+            sorted(committed.get(name) or [], key=_by_name),
+            sorted(rebuilt.get(name) or [], key=_by_name),
+            name,
+            out,
+        )
+    markdown = folder / "report.md"
+    if "last_evaluations" not in committed:
+        pass  # written before last-k scores: today's renderer cannot draw it, nor was it drawn so
+    elif not markdown.is_file():
+        out.append(f"{markdown} is missing")
+    elif markdown.read_text() != markdown_table(committed):
+        out.append(f"{markdown} is not the rendering of report.json: regenerate both together")
+    return out
+
+
 def _first_reach(steps: np.ndarray, values: np.ndarray, threshold: float) -> float | None:
     """The steps of the first evaluation at or above ``threshold`` (``None``: never)."""
     hits = np.flatnonzero(values >= threshold)
@@ -950,9 +1040,13 @@ def write_report(
     report files, so a refused copy leaves the old report; only into an ``out`` outside the
     sweeps; ``replace_evaluations`` allows it to drop runs). :return: the files by kind."""
     dirs = _as_list(sweep_dirs)
+    if not dirs and not archives:
+        raise ValueError("nothing to report: give a sweep folder or an archive (--archive)")
     if out is None:
-        if len(dirs) > 1:
-            raise ValueError("a report of several sweeps needs an output folder (--out)")
+        if len(dirs) != 1:
+            raise ValueError(
+                "a report of several sweeps, or of archives alone, needs an output folder (--out)"
+            )
         out = dirs[0]
     out = Path(out)
     if evaluations and any(out.resolve() == d.resolve() for d in dirs):
@@ -988,6 +1082,7 @@ __all__ = [
     "index_evaluations",
     "recover_evaluations",
     "build_report",
+    "check_report",
     "copy_evaluations",
     "markdown_table",
     "paired_differences",
