@@ -578,6 +578,10 @@ def test_check_names_every_number_a_report_holds_that_its_data_does_not(tmp_path
     table = tmp_path / "table"
     settings = {"out": table, "plot": False, "last": 2, "threshold": 60, "paired": "sac"}
     write_report(ours, **settings, evaluations=True)
+    assert check_report(table) == [
+        f"{table / 'curves.png'} is missing: rerun the report without --no_plot"
+    ]
+    write_report(ours, **{**settings, "plot": True}, evaluations=True)
     assert check_report(table) == []
     cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
     proc = subprocess.run([*cmd, "check", str(table)], capture_output=True, text=True)

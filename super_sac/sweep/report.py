@@ -702,7 +702,8 @@ def check_report(folder: str | os.PathLike, seed: int = 0) -> list[str]:
     evaluations copied beside it (``--evaluations``) with the settings its ``report.json``
     records (metric, last-k, threshold, references, the paired base), and compare every
     number of the rows, the normalised aggregate and the paired differences with the committed
-    ones; check too that ``report.md`` is the rendering of ``report.json``. The sweeps' step
+    ones; check too that ``report.md`` is the rendering of ``report.json`` and that the learning
+    curves (``curves.png``) are there (their pixels are not compared). The sweeps' step
     budgets and unfinished trials are not in the copied evaluations and are not checked, nor is
     ``report.md`` of a report written before last-k scores existed (no ``last_evaluations``).
 
@@ -747,6 +748,8 @@ def check_report(folder: str | os.PathLike, seed: int = 0) -> list[str]:
         out.append(f"{markdown} is missing")
     elif markdown.read_text() != markdown_table(committed):
         out.append(f"{markdown} is not the rendering of report.json: regenerate both together")
+    if not (folder / "curves.png").is_file():
+        out.append(f"{folder / 'curves.png'} is missing: rerun the report without --no_plot")
     return out
 
 
