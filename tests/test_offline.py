@@ -391,11 +391,11 @@ def test_offline_script_resumes_from_its_run_directory(dataset):
 
 
 def _benchmark_script(name):
-    """The module of ``experiments/benchmarks/<name>.py``."""
+    """The module of ``experiments/benchmarks/<name>.py`` (``name`` may hold a sub-folder)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(
-        name, ROOT / "experiments" / "benchmarks" / f"{name}.py"
+        Path(name).name, ROOT / "experiments" / "benchmarks" / f"{name}.py"
     )
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
@@ -467,3 +467,41 @@ def test_bc_action_magnitude_diagnostic_averages_neighbours_before_and_after_tan
     out = capsys.readouterr().out
     assert "By position in the dataset (4 slices" in out
     assert len([line for line in out.splitlines() if line[:4] in ("| 1 ", "| 4 ")]) == 2
+
+
+def test_bc_loss_probe_takes_the_error_before_the_tanh_or_without_its_slope(monkeypatch):
+    from super_sac import learning_utils as lu
+
+    probe = _benchmark_script("tuning/offline/bc_loss_probe")
+    f = torch.tensor([[0.3, -2.0], [1.5, 0.1]], requires_grad=True)
+    a = torch.tensor([[0.5, -0.9], [0.2, 0.0]])
+    squash = torch.tanh(f).detach()
+    residual = squash - a
+
+    def value_and_grad(loss):
+        f.grad = None
+        value = loss(torch.tanh(f), a)
+        value.sum().backward()
+        return value.detach(), f.grad.clone()
+
+    # the library's loss: mean_j (tanh f_j - a_j)^2, gradient r (1 - tanh^2) (2 / 2 dims)
+    value, grad = value_and_grad(probe.LOSSES["action"])
+    assert torch.allclose(value, residual.pow(2).mean(-1, keepdim=True))
+    assert torch.allclose(grad, residual * (1 - squash.pow(2)))
+    # before the tanh: mean_j (f_j - atanh a_j)^2, gradient f - atanh(a)
+    value, grad = value_and_grad(probe.LOSSES["preimage"])
+    target = torch.atanh(a)
+    assert torch.allclose(value, (f.detach() - target).pow(2).mean(-1, keepdim=True), atol=1e-5)
+    assert torch.allclose(grad, f.detach() - target, atol=1e-5)
+    # straight through: the value on a, the gradient r without the tanh's slope
+    value, grad = value_and_grad(probe.LOSSES["straight_through"])
+    assert torch.allclose(value, residual.pow(2).mean(-1, keepdim=True))
+    assert torch.allclose(grad, residual, atol=1e-6)
+    assert not torch.allclose(grad, residual * (1 - squash.pow(2)), atol=1e-3)
+    # main swaps the library's loss for the chosen one before training
+    monkeypatch.setattr(lu, "deterministic_bc_error", lu.deterministic_bc_error)
+    seen = {}
+    monkeypatch.setattr(probe.cli, "train_offline", lambda argv, **_: seen.update(argv=argv))
+    probe.main(["--bc_loss", "preimage", "--config", "x.gin", "--seed", "3"])
+    assert lu.deterministic_bc_error is probe.preimage_error
+    assert seen["argv"] == ["--config", "x.gin", "--seed", "3"]

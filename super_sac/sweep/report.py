@@ -670,7 +670,6 @@ def _differences(committed: Any, rebuilt: Any, where: str, out: list[str]) -> No
     """Append to ``out`` every place where the committed JSON value differs from the rebuilt one
     (floats to 1e-9; keys only the rebuilt one has are fields added to reports since)."""
     if isinstance(committed, dict) and isinstance(rebuilt, dict):
-        # what the committed report states; a field added to reports since is not its claim
         for key in committed:
             if key not in rebuilt:
                 out.append(f"{where}.{key}: only in the committed report")
@@ -734,7 +733,7 @@ def check_report(folder: str | os.PathLike, seed: int = 0) -> list[str]:
         if name in committed:
             _differences(committed[name], rebuilt[name], name, out)
     for name in _CHECKED_PARTS:
-        # the committed rows follow its sweeps' config order, the rebuilt ones the archive's
+        # committed rows follow the sweeps' config order, rebuilt ones the archive's
         _differences(
             sorted(committed.get(name) or [], key=_by_name),
             sorted(rebuilt.get(name) or [], key=_by_name),

@@ -1,0 +1,77 @@
+"""Probe (issue 18): behavioral cloning of a deterministic actor ``a = tanh(f(s))`` with its
+squared error taken in another space or with another gradient, to split why the squared error
+on ``a`` (d3rlpy's BC loss) scores below one on ``atanh(a)`` on the mixed-policy medium-replay
+dataset. Run it as ``train_offline.py`` with ``bc_deterministic.gin`` and one more argument:
+
+    python experiments/benchmarks/tuning/offline/bc_loss_probe.py --bc_loss preimage \\
+        --config experiments/benchmarks/tuning/offline/bc_deterministic.gin \\
+        --dataset offline_data/npz/halfcheetah-medium-replay.npz --seed 0 --run_dir RUN
+
+``--bc_loss``:
+
+- ``action``: ``mean_j (tanh(f_j) - a_j)^2``, the library's loss (a control: the same runs as
+  ``bc_deterministic.gin`` through ``train_offline.py``).
+- ``preimage``: ``mean_j (f_j - atanh(a_j))^2``, the regression before the ``tanh`` that
+  ``bc_fixed_std.gin`` does with the stochastic actor, here on the deterministic actor's network.
+  Its minimiser is ``tanh(E[atanh(a) | s])``.
+- ``straight_through``: the value of ``action`` with the gradient ``2 (tanh(f) - a)`` on ``f``,
+  the ``tanh``'s slope ``1 - tanh(f)^2`` left out. Its minimiser is ``action``'s,
+  ``E[a | s]``; only the optimisation differs (no update is damped where the actor saturates).
+
+The loss replaces ``super_sac.learning_utils.deterministic_bc_error`` for this process only.
+Not a setting to train with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+from super_sac import cli
+from super_sac import learning_utils as lu
+
+ROOT = Path(__file__).resolve().parents[4]
+_EDGE = 1e-6  # actions are kept inside [-1 + eps, 1 - eps] before atanh, as the policy's log_prob
+
+
+def _preimage(action: torch.Tensor) -> torch.Tensor:
+    return torch.atanh(action.clamp(-1.0 + _EDGE, 1.0 - _EDGE))
+
+
+def preimage_error(action_pred: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """``mean_j (f_j - atanh(a_j))^2`` with ``f = atanh(tanh(f))`` recovered from the actor's
+    action (``(B, 1)``)."""
+    return (_preimage(action_pred) - _preimage(action)).pow(2).mean(dim=-1, keepdim=True)
+
+
+def straight_through_error(action_pred: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """The squared error on ``a`` in value, with the gradient ``2 (tanh(f) - a)`` on ``f``
+    (``(B, 1)``)."""
+    residual = (action_pred - action).detach()
+    pre = _preimage(action_pred)  # f, with d pre / d f = 1
+    return (residual.pow(2) + 2.0 * residual * (pre - pre.detach())).mean(dim=-1, keepdim=True)
+
+
+LOSSES = {
+    "action": lu.deterministic_bc_error,
+    "preimage": preimage_error,
+    "straight_through": straight_through_error,
+}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--bc_loss", choices=sorted(LOSSES), required=True)
+    args, rest = parser.parse_known_args(argv)
+    lu.deterministic_bc_error = LOSSES[args.bc_loss]
+    offline = ROOT / "experiments" / "offline"
+    return cli.train_offline(
+        rest, search_dirs=[offline, offline.parent / "gym"], description=__doc__
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
