@@ -118,7 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
         "evaluations alone",
     )
     report.add_argument(
-        "--out", default=None, help="folder of the report (default: the sweep; several: required)"
+        "--out",
+        default=None,
+        help="folder of the report (default: the sweep; several sweeps, or archives alone: "
+        "required)",
     )
     report.add_argument(
         "--last", type=int, default=3, help="score also the mean of each run's last N evaluations"
@@ -249,15 +252,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         failed = 0
         for folder in args.folder:
-            differences = check_report(folder)
+            try:
+                differences = check_report(folder)
+            except (ValueError, FileNotFoundError) as err:
+                failed += 1
+                print(f"{folder}: cannot check: {err}")
+                continue
             failed += bool(differences)
             print(f"{folder}: " + ("holds" if not differences else "DIFFERS"))
             for line in differences:
                 print(f"  {line}")
         if failed:
             print(
-                f"{failed} of {len(args.folder)} reports differ from their data: rerun the "
-                "report command that made each (its README section names it)",
+                f"{failed} of {len(args.folder)} reports differ from their data or cannot be "
+                "checked: rerun the report command that made each (its README section names it)",
                 file=sys.stderr,
             )
         return 1 if failed else 0

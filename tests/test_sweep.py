@@ -594,14 +594,32 @@ def test_check_names_every_number_a_report_holds_that_its_data_does_not(tmp_path
     assert fields[3] == "60"
     csv_path.write_text("\n".join([*rows[:-1], ",".join([*fields[:3], "61", *fields[4:]])]))
     differences = check_report(table)
-    td3 = [d for d in differences if d.startswith("rows[1].")]  # sorted: sac, td3
-    assert "rows[1].final_per_seed.1: 60.0 committed, 61.0 rebuilt" in td3
-    assert "rows[1].final.mean.value: 60.0 committed, 60.333333333333336 rebuilt" in td3
-    assert any(d.startswith("paired[0].final.per_seed.1: 0.0 committed, 1.0") for d in differences)
-    assert not any(d.startswith("rows[0].") for d in differences)  # sac's data is unchanged
+    td3 = "rows[td3 on Pendulum-v1]"
+    assert f"{td3}.final_per_seed.1: 60.0 committed, 61.0 rebuilt" in differences
+    assert f"{td3}.final.mean.value: 60.0 committed, 60.333333333333336 rebuilt" in differences
+    paired = "paired[td3 on Pendulum-v1].final.per_seed.1: 0.0 committed, 1.0 rebuilt"
+    assert paired in differences
+    assert not any(d.startswith("rows[sac") for d in differences)  # sac's data is unchanged
+    # a run the committed report lacks, or a field dropped from it, is named
+    extra = table / "evaluations" / "ddpg_Pendulum-v1_seed0.csv"
+    extra.write_bytes(csv_path.read_bytes())
+    differences = check_report(table)
+    assert "rows[ddpg on Pendulum-v1]: in the evaluations, missing from the committed report" in (
+        differences
+    )
+    extra.unlink()
     proc = subprocess.run([*cmd, "check", str(table)], capture_output=True, text=True)
     assert proc.returncode == 1 and f"{table}: DIFFERS" in proc.stdout
     assert "1 of 1 reports differ from their data" in proc.stderr
+    # one folder that cannot be checked does not stop the others
+    proc = subprocess.run(
+        [*cmd, "check", str(tmp_path / "ours"), str(table)], capture_output=True, text=True
+    )
+    assert (
+        f"{tmp_path / 'ours'}: cannot check: " in proc.stdout
+        and "has no report.json" in proc.stdout
+    )
+    assert f"{table}: DIFFERS" in proc.stdout and "2 of 2 reports differ" in proc.stderr
     # the markdown must be the rendering of the json it sits beside
     write_report(ours, **settings, evaluations=True, replace_evaluations=True)
     markdown = table / "report.md"
@@ -618,8 +636,13 @@ def test_check_names_every_number_a_report_holds_that_its_data_does_not(tmp_path
     report["threshold"] = 25.0
     (table / "report.json").write_text(json.dumps(report))
     differences = check_report(table)
-    assert "rows[0].first_reach.0: None committed, 30.0 rebuilt" in differences
-    assert "rows[0].reached: 2 committed, 3 rebuilt" in differences
+    assert "rows[sac on Pendulum-v1].first_reach.0: None committed, 30.0 rebuilt" in differences
+    assert "rows[sac on Pendulum-v1].reached: 2 committed, 3 rebuilt" in differences
+    del report["rows"][1]["auc"]
+    (table / "report.json").write_text(json.dumps(report))
+    differences = check_report(table)
+    assert "rows[td3 on Pendulum-v1].auc: missing from the committed report" in differences
+    assert "report.json lacks a field its rendering needs (KeyError('auc'))" in differences
     with pytest.raises(FileNotFoundError, match="has no report.json"):
         check_report(tmp_path / "ours" / "sac")
 

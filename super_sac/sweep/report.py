@@ -663,37 +663,65 @@ def build_report(
 # report.json's parts that a report's own evaluations determine (the sweeps it was made from,
 # their step budgets and unfinished trials are not in the copied evaluations)
 _CHECKED_PARTS = ("rows", "normalised_aggregate", "paired")
-_CHECKED_SETTINGS = ("metric", "last_evaluations", "threshold", "references")
 
 
-def _differences(committed: Any, rebuilt: Any, where: str, out: list[str]) -> None:
+def _same_number(a: Any, b: Any) -> bool:
+    if not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
+        return False
+    return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b))
+
+
+def _differences(committed: Any, rebuilt: Any, where: str, out: list[str], strict: bool) -> None:
     """Append to ``out`` every place where the committed JSON value differs from the rebuilt one
-    (floats to 1e-9; keys only the rebuilt one has are fields added to reports since)."""
+    (floats to 1e-9). With ``strict``, a key only the rebuilt one has is a difference too (a
+    field dropped from the committed report); without, it is a field added to reports since."""
     if isinstance(committed, dict) and isinstance(rebuilt, dict):
         for key in committed:
             if key not in rebuilt:
                 out.append(f"{where}.{key}: only in the committed report")
             else:
-                _differences(committed[key], rebuilt[key], f"{where}.{key}", out)
+                _differences(committed[key], rebuilt[key], f"{where}.{key}", out, strict)
+        if strict:
+            out += [
+                f"{where}.{key}: missing from the committed report"
+                for key in rebuilt
+                if key not in committed
+            ]
     elif isinstance(committed, list) and isinstance(rebuilt, list):
         if len(committed) != len(rebuilt):
             out.append(f"{where}: {len(committed)} entries committed, {len(rebuilt)} rebuilt")
             return
         for i, (a, b) in enumerate(zip(committed, rebuilt)):
-            _differences(a, b, f"{where}[{i}]", out)
+            _differences(a, b, f"{where}[{i}]", out, strict)
     elif isinstance(committed, float) or isinstance(rebuilt, float):
-        if not (
-            isinstance(committed, (int, float))
-            and isinstance(rebuilt, (int, float))
-            and math.isclose(committed, rebuilt, rel_tol=1e-9, abs_tol=1e-9)
-        ):
+        if not _same_number(committed, rebuilt):
             out.append(f"{where}: {committed!r} committed, {rebuilt!r} rebuilt")
     elif committed != rebuilt:
         out.append(f"{where}: {committed!r} committed, {rebuilt!r} rebuilt")
 
 
-def _by_name(entry: dict[str, Any]) -> tuple[str, str]:
-    return entry["config"], entry.get("env", "")
+def _entry_name(entry: dict[str, Any]) -> str:
+    """A row's, aggregate's or paired entry's name in the check's messages."""
+    return f"{entry['config']} on {entry['env']}" if "env" in entry else entry["config"]
+
+
+def _compare_entries(
+    name: str,
+    committed: list[dict[str, Any]],
+    rebuilt: list[dict[str, Any]],
+    out: list[str],
+    strict: bool,
+) -> None:
+    """Compare the entries of one part of the report by their config (and env): an entry on one
+    side only is named; the others are compared field by field."""
+    mine = {_entry_name(e): e for e in committed}
+    theirs = {_entry_name(e): e for e in rebuilt}
+    for key in mine.keys() - theirs.keys():
+        out.append(f"{name}[{key}]: in the committed report, not in its evaluations")
+    for key in theirs.keys() - mine.keys():
+        out.append(f"{name}[{key}]: in the evaluations, missing from the committed report")
+    for key in sorted(mine.keys() & theirs.keys()):
+        _differences(mine[key], theirs[key], f"{name}[{key}]", out, strict)
 
 
 def check_report(folder: str | os.PathLike, seed: int = 0) -> list[str]:
@@ -701,21 +729,34 @@ def check_report(folder: str | os.PathLike, seed: int = 0) -> list[str]:
     evaluations copied beside it (``--evaluations``) with the settings its ``report.json``
     records (metric, last-k, threshold, references, the paired base), and compare every
     number of the rows, the normalised aggregate and the paired differences with the committed
-    ones; check too that ``report.md`` is the rendering of ``report.json`` and that the learning
-    curves (``curves.png``) are there (their pixels are not compared). The sweeps' step
-    budgets and unfinished trials are not in the copied evaluations and are not checked, nor is
-    ``report.md`` of a report written before last-k scores existed (no ``last_evaluations``).
+    ones, naming entries and fields on one side only; check too that ``report.md`` is the
+    rendering of ``report.json`` and that the learning curves (``curves.png``) are there (their
+    pixels are not compared).
 
-    :param folder: a report folder written with ``--evaluations``.
+    Not checked: the settings themselves (the rebuild takes them from ``report.json``, so a
+    section dropped together with its setting, e.g. the paired table with its base, goes
+    unnoticed), the sweeps' step budgets and unfinished trials (not in the copied evaluations),
+    and for a report written before last-k scores existed (no ``last_evaluations``) its
+    ``report.md`` and the fields added to reports since.
+
+    :param folder: a report folder written with ``--evaluations`` (or its ``evaluations/``).
     :param seed: the bootstrap seed the report was made with (the command line's is 0).
     :return: the differences, each naming the field and both values (empty: the report holds).
     :raises FileNotFoundError: when the folder has no ``report.json`` or no evaluations.
     """
     folder = Path(folder)
+    if folder.name == EVALUATIONS_DIR:
+        folder = folder.parent
     path = folder / "report.json"
     if not path.is_file():
         raise FileNotFoundError(f"{folder} has no report.json: pass a report folder")
+    if not (folder / EVALUATIONS_DIR).is_dir():
+        raise FileNotFoundError(
+            f"{folder} has no {EVALUATIONS_DIR}/ folder, so its report cannot be rebuilt: write "
+            "the report with --evaluations to commit the data behind it"
+        )
     committed = json.loads(path.read_text())
+    current = "last_evaluations" in committed  # written since last-k scores (the current form)
     paired = committed.get("paired") or []
     references = committed.get("references", {})
     rebuilt = build_report(
@@ -729,24 +770,23 @@ def check_report(folder: str | os.PathLike, seed: int = 0) -> list[str]:
         paired=paired[0]["base"] if paired else None,
     )
     out: list[str] = []
-    for name in _CHECKED_SETTINGS:
-        if name in committed:
-            _differences(committed[name], rebuilt[name], name, out)
     for name in _CHECKED_PARTS:
-        # committed rows follow the sweeps' config order, rebuilt ones the archive's
-        _differences(
-            sorted(committed.get(name) or [], key=_by_name),
-            sorted(rebuilt.get(name) or [], key=_by_name),
-            name,
-            out,
+        _compare_entries(
+            name, committed.get(name) or [], rebuilt.get(name) or [], out, strict=current
         )
     markdown = folder / "report.md"
-    if "last_evaluations" not in committed:
-        pass  # written before last-k scores: today's renderer cannot draw it, nor was it drawn so
+    if not current:
+        pass  # today's renderer cannot draw the older form, nor was it drawn by it
     elif not markdown.is_file():
         out.append(f"{markdown} is missing")
-    elif markdown.read_text() != markdown_table(committed):
-        out.append(f"{markdown} is not the rendering of report.json: regenerate both together")
+    else:
+        try:
+            rendering = markdown_table(committed)
+        except (KeyError, TypeError) as err:
+            rendering = None
+            out.append(f"report.json lacks a field its rendering needs ({err!r})")
+        if rendering is not None and markdown.read_text() != rendering:
+            out.append(f"{markdown} is not the rendering of report.json: regenerate both together")
     if not (folder / "curves.png").is_file():
         out.append(f"{folder / 'curves.png'} is missing: rerun the report without --no_plot")
     return out
