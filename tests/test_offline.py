@@ -498,6 +498,11 @@ def test_bc_loss_probe_takes_the_error_before_the_tanh_or_without_its_slope(monk
     assert torch.allclose(value, residual.pow(2).mean(-1, keepdim=True))
     assert torch.allclose(grad, residual, atol=1e-6)
     assert not torch.allclose(grad, residual * (1 - squash.pow(2)), atol=1e-3)
+    # a target clip moves the dataset's actions, not the prediction: 0.9 caps atanh(a) at 1.47
+    clipped = probe.with_target_clip(probe.preimage_error, 0.9)
+    b = torch.tensor([[0.99, -0.2]])
+    expected = ((f.detach()[:1] - torch.atanh(torch.tensor([[0.9, -0.2]]))) ** 2).mean()
+    assert torch.allclose(clipped(torch.tanh(f.detach()[:1]), b), expected.view(1, 1), atol=1e-5)
     # main swaps the library's loss for the chosen one before training
     monkeypatch.setattr(lu, "deterministic_bc_error", lu.deterministic_bc_error)
     seen = {}
@@ -505,3 +510,7 @@ def test_bc_loss_probe_takes_the_error_before_the_tanh_or_without_its_slope(monk
     probe.main(["--bc_loss", "preimage", "--config", "x.gin", "--seed", "3"])
     assert lu.deterministic_bc_error is probe.preimage_error
     assert seen["argv"] == ["--config", "x.gin", "--seed", "3"]
+    probe.main(["--bc_loss", "action", "--target_clip", "0.5", "--seed", "3"])
+    assert lu.deterministic_bc_error(torch.zeros(1, 1), torch.ones(1, 1)).item() == 0.25
+    with pytest.raises(SystemExit, match="give a bound inside"):
+        probe.main(["--bc_loss", "action", "--target_clip", "1.0"])
