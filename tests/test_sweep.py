@@ -1049,6 +1049,36 @@ def test_manifest_refuses_a_config_file_whose_contents_changed(tmp_path):
     assert digests == {"sac.gin": expected, "no_such.gin": None}
 
 
+def test_manifest_names_the_files_its_commit_does_not_pin_and_the_scripts_digest(tmp_path):
+    import hashlib
+    import shutil
+
+    from super_sac.sweep.grid import Grid, code_version, grid_files, write_manifest
+
+    root = Path(__file__).resolve().parents[1]
+    if code_version()["git_commit"] is None:
+        pytest.skip("needs the repository's git checkout")
+    script = root / "experiments" / "gym" / "train_gym.py"
+    mine = tmp_path / "mine.gin"  # outside the repository: the commit does not hold it
+    mine.write_text("include 'sac.gin'\nsuper_sac.batch_size = 64\n")
+    grid = Grid.make(["sac.gin", str(mine)], ["Pendulum-v1"], "0", script=str(script))
+    base = root / "experiments" / "gym" / "base.gin"
+    assert grid_files(grid) == [script, script.parent / "sac.gin", base, mine]
+    manifest = write_manifest(tmp_path / "s", grid)
+    assert manifest["code"]["not_in_commit"] == [str(mine)]
+    assert manifest["script_sha256"] == hashlib.sha256(script.read_bytes()).hexdigest()
+    # an untracked script inside the checkout is named too, and a rerun records its own list
+    copy = root / "experiments" / "gym" / f"_untracked_{tmp_path.name}.py"
+    shutil.copyfile(script, copy)
+    try:
+        rerun = write_manifest(tmp_path / "t", Grid.make(["sac.gin"], ["Pendulum-v1"], "0"), copy)
+        assert rerun["code"]["not_in_commit"] == [str(copy)]
+    finally:
+        copy.unlink()
+    rerun = write_manifest(tmp_path / "s", grid)["reruns"][-1]
+    assert rerun["code"]["not_in_commit"] == [str(mine)] and "script_sha256" in rerun
+
+
 def test_manifest_refuses_a_changed_include_and_names_it(tmp_path):
     import hashlib
     import json

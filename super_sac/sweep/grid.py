@@ -199,9 +199,13 @@ class Grid:
 
 
 # ------------------------------------------------------------------------------ manifest
-def code_version(where: str | os.PathLike | None = None) -> dict[str, Any]:
-    """The git commit of the code (``None`` outside a git checkout or without git) and whether
-    the checkout had uncommitted changes."""
+def code_version(
+    where: str | os.PathLike | None = None, files: Sequence[str | os.PathLike] = ()
+) -> dict[str, Any]:
+    """The git commit of the code (``None`` outside a git checkout or without git), whether
+    the checkout had uncommitted changes to tracked files, and which of ``files`` (e.g. a
+    sweep's script, config files and their includes) the commit does not hold: untracked,
+    ignored or outside the repository, so the commit alone does not pin them."""
     where = Path(where) if where is not None else Path(__file__).resolve().parent
 
     def git(*args: str) -> str | None:
@@ -215,7 +219,25 @@ def code_version(where: str | os.PathLike | None = None) -> dict[str, Any]:
 
     commit = git("rev-parse", "HEAD")
     status = git("status", "--porcelain", "--untracked-files=no") if commit else None
-    return {"git_commit": commit, "git_dirty": bool(status) if commit else None}
+    out = {"git_commit": commit, "git_dirty": bool(status) if commit else None}
+    if commit and files:
+        # ls-files names a tracked file and fails for one outside the repository
+        out["not_in_commit"] = [
+            str(f) for f in files if not git("ls-files", "--", str(Path(f).resolve()))
+        ]
+    return out
+
+
+def grid_files(grid: Grid, script: str | os.PathLike | None = None) -> list[Path]:
+    """The files a sweep's trials read besides the library: the training script, every config
+    file and every file they include (those that exist), each once."""
+    script = script if script is not None else grid.script
+    found: list[Path] = [Path(script).resolve()] if script is not None else []
+    for config in grid.configs:
+        path = resolve_config(config, script)
+        if path is not None:
+            found += [path, *(t for t in included_files(path, script).values() if t)]
+    return list(dict.fromkeys(found))
 
 
 def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str | None]:
@@ -426,7 +448,8 @@ def write_manifest(
 
     A new manifest records the grid, the sha256 of each config file (:func:`config_digests`), of
     every file it includes (:func:`included_digests`) and of their settings with comments left
-    out (:func:`settings_digests`), the code version (:func:`code_version`), the package
+    out (:func:`settings_digests`), the code version (:func:`code_version`, with the files of
+    :func:`grid_files` that its commit does not hold), the training script's sha256, the package
     versions and the creation time. A rerun with the same grid and the same settings keeps it and
     appends the code version of this run to ``reruns`` (with the files' sha256 where a comment
     changed), so a sweep finished with changed code shows it. A manifest from before settings
@@ -442,7 +465,14 @@ def write_manifest(
     sweep_dir = Path(sweep_dir)
     path = sweep_dir / MANIFEST
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    current = {"time": now, "code": code_version(), "packages": package_versions()}
+    current = {
+        "time": now,
+        "code": code_version(files=grid_files(grid, script)),
+        "packages": package_versions(),
+    }
+    trainer = script if script is not None else grid.script
+    if trainer is not None and Path(trainer).is_file():
+        current["script_sha256"] = sha256_file(trainer)
     digests = config_digests(grid, script)
     includes = included_digests(grid, script)
     settings = settings_digests(grid, script)
