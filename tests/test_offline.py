@@ -449,6 +449,12 @@ def test_bc_action_magnitude_diagnostic_averages_neighbours_before_and_after_tan
     assert stats["mean_abs_pretanh"] == pytest.approx(pretanh, rel=1e-5)
     with pytest.raises(ValueError, match="k = 5: expected 1 <= k < 5"):
         script.neighbour_averages(obs, action, np.array([2]), k=5)
+    # atanh(0.995)^2 = 8.9669, atanh(0.5)^2 = 0.3017, atanh(-0.1)^2 = 0.0101; 1.0 is kept 1e-6
+    # inside the bound: atanh(1 - 1e-6)^2 = 7.2543^2 = 52.625
+    shares = np.array([[0.995, 0.5], [-0.1, 0.0]], dtype=np.float32)
+    assert script.pretanh_share(shares) == pytest.approx(8.9669 / 9.2787, rel=1e-4)
+    with_bound = np.array([[1.0, 0.5]], dtype=np.float32)
+    assert script.pretanh_share(with_bound) == pytest.approx(52.625 / 52.927, rel=1e-4)
     run = _small_awac_run(dataset, 20, 0)
     capsys.readouterr()  # drop what the training run printed
     script.main([run["run_dir"], "--dataset", str(dataset), "--env", "Pendulum-v1",
@@ -466,6 +472,8 @@ def test_bc_action_magnitude_diagnostic_averages_neighbours_before_and_after_tan
                  "--states", "50", "--by_position", "4"])  # fmt: skip
     out = capsys.readouterr().out
     assert "By position in the dataset (4 slices" in out
+    assert "of the action entries have abs(a) > 0.99 and hold" in out
+    assert "| slice | reward | share of abs(a) > 0.9 | share of abs(a) > 0.99 |" in out
     assert len([line for line in out.splitlines() if line[:4] in ("| 1 ", "| 4 ")]) == 2
 
 

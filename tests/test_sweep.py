@@ -1477,6 +1477,24 @@ def test_offline_table_scores_the_last_evaluations_of_every_seed(tmp_path):
     assert proc.returncode == 0, proc.stderr
     crr = proc.stdout.splitlines()[2].split(" | ")
     assert crr[1:3] == ["72.5", "87.5"]  # (45 + 100) / 2 and (75 + 100) / 2
+    # --paired: crr minus the extra folder's crr at the seeds both have (seed 0: 70 - 50), and
+    # minus another config named after a colon
+    proc = subprocess.run(
+        [*cmd, "--paired", str(tmp_path / "extra"), "--paired", f"{tmp_path / 'extra'}:d3rlpy_iql"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = proc.stdout.split("| config | minus the same in |")[1].splitlines()[2:]
+    assert (
+        rows[0]
+        == f"| ours CRR-style AFBC | {tmp_path / 'extra'} | 0: +20.0 | +20.0 | 1 up, 0 down |"
+    )
+    assert rows[1].endswith(":d3rlpy_iql | 0: +20.0 | +20.0 | 1 up, 0 down |")  # iql seed 0: 50
+    proc = subprocess.run(
+        [*cmd, "--paired", f"{tmp_path / 'extra'}:awac"], capture_output=True, text=True
+    )
+    assert proc.returncode != 0 and "has no config 'awac' (it has crr, d3rlpy_iql)" in proc.stderr
 
 
 def test_a_run_reads_its_evaluations_once_and_a_missing_file_has_none(tmp_path):

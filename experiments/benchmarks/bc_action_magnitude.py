@@ -14,8 +14,10 @@ that story on ``--states`` random dataset states:
 
 With ``--by_position Q`` it also splits the whole dataset, in its stored order, into ``Q`` equal
 slices (for a replay dataset: from the warm-up to the end of training) and prints, per slice,
-the mean reward, the share of saturated action entries (``|a| > 0.99``) and each run's mean
-squared error ``(mu(s) - a)^2`` and sign agreement with the data's actions.
+the mean reward, the share of near-saturated and saturated action entries (``|a| > 0.9`` and
+``|a| > 0.99``) and each run's mean squared error ``(mu(s) - a)^2`` and sign agreement with the
+data's actions. It also prints the share of the data's ``sum atanh(a)^2`` that the saturated
+entries hold: their pull on a regression before the ``tanh`` (``tuning/offline/bc_loss_probe.py``).
 
 Usage::
 
@@ -36,6 +38,14 @@ from super_sac.cli.factories import make_env
 from super_sac.cli.recording import load_agent
 
 ATANH_CLIP = 0.999  # actions at the bounds would give atanh = +-inf
+LOSS_EDGE = 1e-6  # the pre-tanh losses keep actions inside [-1 + eps, 1 - eps] before atanh
+
+
+def pretanh_share(action: np.ndarray, bound: float = 0.99) -> float:
+    """The share of ``sum atanh(a)^2`` (over every entry, ``a`` kept ``LOSS_EDGE`` inside the
+    bounds as the pre-tanh losses keep it) held by the entries with ``|a| > bound``."""
+    pre = np.arctanh(np.clip(action.astype(np.float64), -1 + LOSS_EDGE, 1 - LOSS_EDGE)) ** 2
+    return float(pre[np.abs(action) > bound].sum() / pre.sum())
 
 
 def neighbour_averages(
@@ -120,25 +130,26 @@ def main(argv: list[str] | None = None) -> None:
     preds = {run: policy_actions(Path(run), args.env, obs) for run in args.runs}
     for run, pred in preds.items():
         print(f"| policy {run} | {np.abs(pred[idx]).mean():.3f} |")
+    saturated = (np.abs(action) > 0.99).mean()
+    print(
+        f"\nThe data: {saturated:.3f} of the action entries have abs(a) > 0.99 and hold "
+        f"{pretanh_share(action):.3f} of sum atanh(a)^2."
+    )
     if args.by_position > 0:
         q = args.by_position
         reward = np.asarray(data.reward, dtype=np.float64)
         print(f"\nBy position in the dataset ({q} slices, first to last):")
-        print(
-            "| slice | reward | share of abs(a) > 0.99 | "
-            + " | ".join(f"{run}: squared error, sign agreement" for run in preds)
-            + " |"
-        )
-        print("| --- " * (3 + len(preds)) + "|")
+        header = ["slice", "reward", "share of abs(a) > 0.9", "share of abs(a) > 0.99"]
+        header += [f"{run}: squared error, sign agreement" for run in preds]
+        print("| " + " | ".join(header) + " |")
+        print("| --- " * len(header) + "|")
         fits = {run: slice_fits(pred, action, q) for run, pred in preds.items()}
         for i, (lo, hi) in enumerate(slice_bounds(len(action), q)):
-            cells = [f"{fits[run][i]['mse']:.3f}, {fits[run][i]['sign']:.3f}" for run in preds]
+            near = (np.abs(action[lo:hi]) > 0.9).mean()
             saturated = (np.abs(action[lo:hi]) > 0.99).mean()
-            print(
-                f"| {i + 1} | {reward[lo:hi].mean():.2f} | {saturated:.3f} | "
-                + " | ".join(cells)
-                + " |"
-            )
+            cells = [f"{i + 1}", f"{reward[lo:hi].mean():.2f}", f"{near:.3f}", f"{saturated:.3f}"]
+            cells += [f"{fits[run][i]['mse']:.3f}, {fits[run][i]['sign']:.3f}" for run in preds]
+            print("| " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

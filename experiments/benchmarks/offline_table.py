@@ -13,6 +13,14 @@ seed-0 score of each of our methods in another report folder (blank where it has
 the peers, whose settings such a variant does not change). ``--from_step N`` scores each seed by
 the mean of all its evaluations at phase step ``N`` or later instead (the plateau statistic the
 README quotes with ``--from_step 15000``: 18 evaluations of a 100,000-step run).
+``--paired FOLDER[:CONFIG]`` adds, under the table, each config's seed-by-seed difference from
+the same config (or ``CONFIG``) in another report folder: the per-seed differences, their mean
+with a 95% bootstrap interval over the seeds both have, and how many are above and below zero
+(variants of one gin file that differ in their script's arguments are separate sweeps, so
+``sweep.py report --paired`` cannot pair them):
+
+    python ../offline_table.py offline18p_replay_bcloss/preimage --reference=-274.8601:4746.3210 \
+        --paired offline18p_replay_bcdet
 """
 
 from __future__ import annotations
@@ -75,8 +83,10 @@ def table(
     reference: tuple[float, float] = (-274.8601, 4412.4562),
     extras: list[tuple[str, str]] | None = None,
     from_step: int | None = None,
+    paired: list[str] | None = None,
 ) -> str:
-    """The Markdown table of one report folder (see the module docstring)."""
+    """The Markdown table of one report folder, and with ``paired`` (``FOLDER`` or
+    ``FOLDER:CONFIG`` each) the seed-by-seed differences (see the module docstring)."""
     scores = last_means(folder, last, *reference, from_step)
     extra = [(label, last_means(path, last, *reference, from_step)) for label, path in extras or []]
     seeds = sorted({s for by_seed in scores.values() for s in by_seed})
@@ -91,16 +101,56 @@ def table(
             value = None if config.startswith("d3rlpy") else by_config.get(config, {}).get(0)
             cells.append("" if value is None else f"{value:.1f}")
         lines.append("| " + " | ".join([LABELS.get(config, config), *cells]) + " |")
+    if paired:
+        lines += [
+            "",
+            "| config | minus the same in | per seed | mean [95% CI] | seeds |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for spec in paired:
+            path, _, config = spec.partition(":") if not Path(spec).is_dir() else (spec, "", "")
+            base = last_means(path, last, *reference, from_step)
+            lines += paired_lines(scores, spec, base, config or None)
     return "\n".join(lines) + "\n"
 
 
-def mean_with_interval(values: list[float]) -> str:
+def paired_lines(
+    scores: dict[str, dict[int, float]],
+    base_label: str,
+    base: dict[str, dict[int, float]],
+    base_config: str | None = None,
+) -> list[str]:
+    """Markdown rows of each config's seed-by-seed difference from ``base``'s config of the same
+    name (or ``base_config``), over the seeds both have."""
+    lines = []
+    for config in sorted(scores):
+        other = base.get(base_config or config)
+        if other is None:
+            raise SystemExit(
+                f"error: --paired {base_label}: it has no config {base_config or config!r} "
+                f"(it has {', '.join(sorted(base))}); name one as FOLDER:CONFIG"
+            )
+        seeds = sorted(set(scores[config]) & set(other))
+        if not seeds:
+            raise SystemExit(f"error: --paired {base_label}: no seed in common with {config}")
+        diffs = [scores[config][s] - other[s] for s in seeds]
+        per_seed = ", ".join(f"{s}: {d:+.1f}" for s, d in zip(seeds, diffs))
+        up, down = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+        lines.append(
+            f"| {LABELS.get(config, config)} | {base_label} | {per_seed} | "
+            f"{mean_with_interval(diffs, signed=True)} | {up} up, {down} down |"
+        )
+    return lines
+
+
+def mean_with_interval(values: list[float], signed: bool = False) -> str:
     """The mean over seeds with its 95% bootstrap interval; one seed gets the mean alone (a
     bootstrap over one value is ``[x, x]``, which would read as no spread at all)."""
+    sign = "+" if signed else ""
     if len(values) < 2:
-        return f"{np.mean(values):.1f}"
+        return f"{np.mean(values):{sign}.1f}"
     mean, low, high = stratified_bootstrap_ci({"runs": values}, np.mean, seed=0)
-    return f"{mean:.1f} [{low:.1f}, {high:.1f}]"
+    return f"{mean:{sign}.1f} [{low:.1f}, {high:.1f}]"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -123,13 +173,24 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="score each seed by its evaluations at this phase step or later (not --last)",
     )
+    p.add_argument(
+        "--paired",
+        action="append",
+        default=[],
+        metavar="FOLDER[:CONFIG]",
+        help="also each config's seed-by-seed difference from the same config (or CONFIG) in "
+        "another report folder (repeatable)",
+    )
     args = p.parse_args(argv)
     low, _, high = args.reference.partition(":")
     if any("=" not in e for e in args.extra):
         p.error("--extra takes LABEL=FOLDER")
     extras = [tuple(e.split("=", 1)) for e in args.extra]
     reference = (float(low), float(high))
-    print(table(args.folder, args.title, args.last, reference, extras, args.from_step), end="")
+    print(
+        table(args.folder, args.title, args.last, reference, extras, args.from_step, args.paired),
+        end="",
+    )
 
 
 if __name__ == "__main__":
