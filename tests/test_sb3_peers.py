@@ -145,6 +145,60 @@ def test_a_peer_that_collects_in_chunks_stops_at_the_step_budget(trial, tmp_path
     assert [h["env_steps"] for h in summary["eval_history"]] == [40, 80, 100]
 
 
+def test_minatar_peer_plays_our_game_from_our_start_states_with_the_papers_network(trial):
+    """A MinAtar game as the env: the same start states and returns as our MinAtar loop's
+    evaluation for one fixed policy, and the MinAtar paper's DQN body under SB3's Q head."""
+    pytest.importorskip("minatar")
+    import numpy as np
+
+    from super_sac.evaluation import evaluate_agent
+    from super_sac.wrappers import make_minatar_env
+
+    class Cycle:  # acts 0, 1, 2, 0, ... by the step count of its episode; SB3- and agent-like
+        training = False
+
+        def __init__(self):
+            self.t = 0
+
+        def predict(self, obs, deterministic=True):
+            self.t += 1
+            return np.array(self.t % 3), None
+
+        def forward(self, obs):
+            return self.predict(obs)[0]
+
+        def eval(self):
+            pass
+
+        def train(self, mode=True):
+            pass
+
+    ours_env = make_minatar_env("breakout", max_episode_steps=10_000)  # train_minatar.py's env
+    ours_env.reset(seed=11)
+    ours = evaluate_agent(Cycle(), ours_env, 4)
+    theirs_env = trial.make_env("breakout")
+    assert theirs_env.observation_space.shape == (10, 10, 4)
+    theirs = trial.evaluate(Cycle(), theirs_env, 4, reset_seed=11)
+    assert theirs == pytest.approx(ours)
+    assert theirs["return_min"] != theirs["return_max"]  # the four episodes differ
+    # another seed, other start states (the seed reaches the game's random spawns)
+    assert trial.evaluate(Cycle(), trial.make_env("breakout"), 4, reset_seed=12) != theirs
+    settings = trial.load_settings(PEERS / "sb3_dqn_minatar.gin")
+    model = trial.build_model(settings, theirs_env, 0)
+    body = model.q_net.features_extractor
+    assert (body.conv.in_channels, body.conv.out_channels, body.conv.kernel_size) == (4, 16, (3, 3))
+    assert (body.hidden.in_features, body.hidden.out_features) == (16 * 8 * 8, 128)
+    (head,) = model.q_net.q_net  # net_arch = []: one linear layer to the 3 actions
+    assert (head.in_features, head.out_features) == (128, 3)
+    optimizer = model.policy.optimizer
+    assert type(optimizer).__name__ == "RMSprop" and optimizer.defaults["centered"]
+    assert optimizer.defaults["lr"] == 2.5e-4 and optimizer.defaults["momentum"] == 0.95
+    with pytest.raises(ValueError, match="sb3.features_extractor = 'nature': expected None or"):
+        trial.sb3_settings(algo="DQN", features_extractor="nature")
+    with pytest.raises(ValueError, match="sb3.optimizer = 'Adamm': not a torch.optim class"):
+        trial.sb3_settings(algo="DQN", optimizer="Adamm")
+
+
 @pytest.mark.parametrize("peer", sorted(PEERS.glob("sb3_*.gin")), ids=lambda p: p.stem)
 def test_every_peer_file_parses(trial, peer):
     import gin

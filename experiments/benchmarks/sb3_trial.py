@@ -20,6 +20,12 @@ for the k-th evaluation), so both libraries are scored on the same start states.
 
 SB3 models are not checkpointed: an interrupted SB3 trial starts again from scratch on the next
 run of the sweep (these runs are minutes long).
+
+A MinAtar game name as ``--env`` (``breakout``, as our ``train_minatar.py`` sweeps name it) plays
+the game through our ``MinAtarEnv`` with the same time limit as ours (10,000 steps), its
+``(10, 10, C)`` 0/1 grids as they are: ``sb3.features_extractor = "minatar"`` gives SB3's policy
+the MinAtar paper's network body (:class:`MinAtarFeatures`), and ``sb3.optimizer`` names a
+``torch.optim`` class for the paper's centred RMSprop.
 """
 
 from __future__ import annotations
@@ -33,13 +39,16 @@ from typing import Any
 import gin
 import numpy as np
 
+from super_sac.cli.factories import MINATAR_GAMES  # before gin locks its registry (load_settings)
 from super_sac.collector import episode_seed
 from super_sac.evaluation import evaluate_agent
 from super_sac.reporting import EVAL_CSV, EVAL_ENV_INDEX, append_eval_csv, eval_csv_text
 from super_sac.sweep.grid import SUMMARY
 from super_sac.utils import atomic_write_json, atomic_write_text
+from super_sac.wrappers import MinAtarEnv
 
 ALGOS = ("SAC", "TD3", "DQN", "DDPG")
+MINATAR_TIME_LIMIT = 10_000  # train_minatar.py's --max_episode_steps default
 
 
 @gin.configurable("sb3")
@@ -52,6 +61,9 @@ def sb3_settings(
     eval_interval: int = 5000,
     eval_episodes: int = 10,
     source: str = "",
+    features_extractor: str | None = None,
+    optimizer: str | None = None,
+    optimizer_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One SB3 peer's settings (bound in a gin file).
 
@@ -65,9 +77,22 @@ def sb3_settings(
     :param eval_interval: env steps between evaluations.
     :param eval_episodes: deterministic episodes per evaluation.
     :param source: where the settings come from (e.g. rl-zoo's file), kept in ``hparams.json``.
+    :param features_extractor: ``"minatar"`` for :class:`MinAtarFeatures`; ``None``: SB3's
+        default for the policy.
+    :param optimizer: a ``torch.optim`` class name (e.g. ``"RMSprop"``); ``None``: SB3's Adam.
+    :param optimizer_kwargs: its keyword arguments other than the learning rate.
     """
     if algo not in ALGOS:
         raise ValueError(f"sb3.algo = {algo!r}: expected one of {', '.join(ALGOS)}")
+    if features_extractor not in (None, *FEATURES_EXTRACTORS):
+        raise ValueError(
+            f"sb3.features_extractor = {features_extractor!r}: expected None or one of "
+            f"{', '.join(map(repr, FEATURES_EXTRACTORS))}"
+        )
+    import torch
+
+    if optimizer is not None and not isinstance(getattr(torch.optim, optimizer, None), type):
+        raise ValueError(f"sb3.optimizer = {optimizer!r}: not a torch.optim class (e.g. 'RMSprop')")
     if eval_interval < 1 or eval_episodes < 1:
         raise ValueError("sb3.eval_interval and sb3.eval_episodes must be positive")
     return {
@@ -79,7 +104,48 @@ def sb3_settings(
         "eval_interval": int(eval_interval),
         "eval_episodes": int(eval_episodes),
         "source": source,
+        "features_extractor": features_extractor,
+        "optimizer": optimizer,
+        "optimizer_kwargs": dict(optimizer_kwargs or {}),
     }
+
+
+def _minatar_features():
+    """:class:`MinAtarFeatures`, built on first use (SB3 is imported only by a trial)."""
+    import torch
+    from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+
+    class MinAtarFeatures(BaseFeaturesExtractor):
+        """The body of the MinAtar paper's DQN (Young & Tian 2019, arXiv:1903.03176): one 3x3
+        convolution of 16 filters, stride 1, over the ``(10, 10, C)`` grid (read channels
+        first), then a fully connected layer of 128 units, each with a ReLU; SB3's Q head (a
+        linear layer with ``net_arch = []``) adds the output layer."""
+
+        def __init__(self, observation_space, features_dim: int = 128) -> None:
+            super().__init__(observation_space, features_dim)
+            height, width, channels = observation_space.shape
+            self.conv = torch.nn.Conv2d(channels, 16, kernel_size=3, stride=1)
+            self.hidden = torch.nn.Linear(16 * (height - 2) * (width - 2), features_dim)
+
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            x = torch.relu(self.conv(obs.permute(0, 3, 1, 2)))
+            return torch.relu(self.hidden(x.flatten(1)))
+
+    return MinAtarFeatures
+
+
+FEATURES_EXTRACTORS = {"minatar": _minatar_features}
+
+
+def make_env(env_id: str):
+    """``env_id`` as SB3 plays it: a MinAtar game name gives the game through our
+    ``MinAtarEnv`` (grids ``(10, 10, C)``, sticky actions, the time limit of our MinAtar runs),
+    anything else ``gymnasium.make(env_id)``."""
+    import gymnasium as gym
+
+    if env_id in MINATAR_GAMES:
+        return gym.wrappers.TimeLimit(MinAtarEnv(env_id), MINATAR_TIME_LIMIT)
+    return gym.make(env_id)
 
 
 def load_settings(config: str | Path, bindings: list[str] = ()) -> dict[str, Any]:
@@ -107,11 +173,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def build_model(settings: dict[str, Any], env, seed: int):
     """The SB3 model of ``settings`` on ``env`` (CPU, quiet, seeded)."""
     import stable_baselines3 as sb3
+    import torch
     from stable_baselines3.common.noise import NormalActionNoise
 
     kwargs = dict(settings["hyperparams"])
+    policy_kwargs = kwargs["policy_kwargs"] = dict(kwargs.get("policy_kwargs") or {})
     if settings["net_arch"] is not None:
-        kwargs.setdefault("policy_kwargs", {})["net_arch"] = settings["net_arch"]
+        policy_kwargs["net_arch"] = settings["net_arch"]
+    if settings.get("features_extractor"):
+        policy_kwargs["features_extractor_class"] = FEATURES_EXTRACTORS[
+            settings["features_extractor"]
+        ]()
+    if settings.get("optimizer"):
+        policy_kwargs["optimizer_class"] = getattr(torch.optim, settings["optimizer"])
+        policy_kwargs["optimizer_kwargs"] = dict(settings.get("optimizer_kwargs") or {})
     if settings["action_noise_std"] > 0:
         dim = env.action_space.shape[0]
         kwargs["action_noise"] = NormalActionNoise(
@@ -152,10 +227,9 @@ def train(settings: dict[str, Any], env_id: str, seed: int, steps: int, run_dir:
     """One ``learn`` call of ``steps`` env steps (so SB3's schedules, e.g. DQN's epsilon, see
     the whole run), evaluating from a callback every ``eval_interval`` env steps and after the
     last one, and write the trial's files. :return: the summary."""
-    import gymnasium as gym
     from stable_baselines3.common.callbacks import BaseCallback
 
-    env, test_env = gym.make(env_id), gym.make(env_id)
+    env, test_env = make_env(env_id), make_env(env_id)
     model = build_model(settings, env, seed)
     csv_path = run_dir / EVAL_CSV
     atomic_write_text(csv_path, eval_csv_text([], header=True))
