@@ -455,6 +455,7 @@ def test_bc_action_magnitude_diagnostic_averages_neighbours_before_and_after_tan
     assert script.pretanh_share(shares) == pytest.approx(8.9669 / 9.2787, rel=1e-4)
     with_bound = np.array([[1.0, 0.5]], dtype=np.float32)
     assert script.pretanh_share(with_bound) == pytest.approx(52.625 / 52.927, rel=1e-4)
+    assert script.pretanh_share(np.zeros((2, 2), dtype=np.float32)) == 0.0  # nothing to share
     run = _small_awac_run(dataset, 20, 0)
     capsys.readouterr()  # drop what the training run printed
     script.main([run["run_dir"], "--dataset", str(dataset), "--env", "Pendulum-v1",

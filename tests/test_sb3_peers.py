@@ -183,7 +183,10 @@ def test_minatar_peer_plays_our_game_from_our_start_states_with_the_papers_netwo
     assert theirs["return_min"] != theirs["return_max"]  # the four episodes differ
     # another seed, other start states (the seed reaches the game's random spawns)
     assert trial.evaluate(Cycle(), trial.make_env("breakout"), 4, reset_seed=12) != theirs
+    import gin
+
     settings = trial.load_settings(PEERS / "sb3_dqn_minatar.gin")
+    gin.clear_config()  # the bad settings below must not pick up the file's bindings
     model = trial.build_model(settings, theirs_env, 0)
     body = model.q_net.features_extractor
     assert (body.conv.in_channels, body.conv.out_channels, body.conv.kernel_size) == (4, 16, (3, 3))
@@ -197,6 +200,26 @@ def test_minatar_peer_plays_our_game_from_our_start_states_with_the_papers_netwo
         trial.sb3_settings(algo="DQN", features_extractor="nature")
     with pytest.raises(ValueError, match="sb3.optimizer = 'Adamm': not a torch.optim class"):
         trial.sb3_settings(algo="DQN", optimizer="Adamm")
+    with pytest.raises(ValueError, match="optimizer_kwargs without sb3.optimizer"):
+        trial.sb3_settings(algo="DQN", optimizer_kwargs={"eps": 0.01})
+    with pytest.raises(ValueError, match="sets 'lr': give the learning rate as"):
+        trial.sb3_settings(algo="DQN", optimizer="RMSprop", optimizer_kwargs={"lr": 0.1})
+
+
+def test_minatar_peer_trains_and_evaluates_through_the_trial(trial, tmp_path):
+    pytest.importorskip("minatar")
+    import gin
+
+    settings = trial.load_settings(
+        PEERS / "sb3_dqn_minatar.gin",
+        ["sb3.eval_interval = 150", "sb3.eval_episodes = 1"],
+    )
+    gin.clear_config()
+    settings["hyperparams"].update(learning_starts=100, target_update_interval=50)
+    summary = trial.train(settings, "space_invaders", 0, 300, tmp_path)
+    assert [h["env_steps"] for h in summary["eval_history"]] == [150, 300]
+    rows = (tmp_path / "evaluations.csv").read_text().splitlines()
+    assert len(rows) == 3 and rows[0].startswith("env_steps,")
 
 
 @pytest.mark.parametrize("peer", sorted(PEERS.glob("sb3_*.gin")), ids=lambda p: p.stem)

@@ -1077,6 +1077,15 @@ def test_manifest_names_the_files_its_commit_does_not_pin_and_the_scripts_digest
         copy.unlink()
     rerun = write_manifest(tmp_path / "s", grid)["reruns"][-1]
     assert rerun["code"]["not_in_commit"] == [str(mine)] and "script_sha256" in rerun
+    assert rerun["code"]["changed_since_commit"] == []
+    # a tracked file edited since the commit is named as changed (the edit is undone at once)
+    original = base.read_bytes()
+    try:
+        base.write_bytes(original + b"\n# an edit\n")
+        code = write_manifest(tmp_path / "s", grid)["reruns"][-1]["code"]
+    finally:
+        base.write_bytes(original)
+    assert code["changed_since_commit"] == [str(base)] and code["git_dirty"] is True
 
 
 def test_manifest_refuses_a_changed_include_and_names_it(tmp_path):
@@ -1495,6 +1504,13 @@ def test_offline_table_scores_the_last_evaluations_of_every_seed(tmp_path):
         [*cmd, "--paired", f"{tmp_path / 'extra'}:awac"], capture_output=True, text=True
     )
     assert proc.returncode != 0 and "has no config 'awac' (it has crr, d3rlpy_iql)" in proc.stderr
+    proc = subprocess.run(
+        [*cmd, "--paired", f"{tmp_path / 'nowhere'}:crr"], capture_output=True, text=True
+    )
+    assert (
+        proc.returncode != 0
+        and "no such report folder (give FOLDER or FOLDER:CONFIG)" in proc.stderr
+    )
 
 
 def test_a_run_reads_its_evaluations_once_and_a_missing_file_has_none(tmp_path):

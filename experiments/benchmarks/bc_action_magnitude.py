@@ -45,7 +45,8 @@ def pretanh_share(action: np.ndarray, bound: float = 0.99) -> float:
     """The share of ``sum atanh(a)^2`` (over every entry, ``a`` kept ``LOSS_EDGE`` inside the
     bounds as the pre-tanh losses keep it) held by the entries with ``|a| > bound``."""
     pre = np.arctanh(np.clip(action.astype(np.float64), -1 + LOSS_EDGE, 1 - LOSS_EDGE)) ** 2
-    return float(pre[np.abs(action) > bound].sum() / pre.sum())
+    total = pre.sum()
+    return float(pre[np.abs(action) > bound].sum() / total) if total > 0 else 0.0
 
 
 def neighbour_averages(

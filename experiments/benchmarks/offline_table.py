@@ -108,10 +108,23 @@ def table(
             "| --- | --- | --- | --- | --- |",
         ]
         for spec in paired:
-            path, _, config = spec.partition(":") if not Path(spec).is_dir() else (spec, "", "")
+            path, config = _paired_spec(spec)
             base = last_means(path, last, *reference, from_step)
-            lines += paired_lines(scores, spec, base, config or None)
+            lines += paired_lines(scores, spec, base, config)
     return "\n".join(lines) + "\n"
+
+
+def _paired_spec(spec: str) -> tuple[str, str | None]:
+    """``FOLDER`` or ``FOLDER:CONFIG`` (split at the last colon, so a folder's path may hold
+    one) as the folder and the config (``None``: the same config)."""
+    if Path(spec).is_dir():
+        return spec, None
+    path, _, config = spec.rpartition(":")
+    if path and Path(path).is_dir() and config:
+        return path, config
+    raise SystemExit(
+        f"error: --paired {spec}: no such report folder (give FOLDER or FOLDER:CONFIG)"
+    )
 
 
 def paired_lines(
@@ -166,7 +179,13 @@ def main(argv: list[str] | None = None) -> None:
         metavar="RANDOM:EXPERT",
         help="the returns that normalise to 0 and 100",
     )
-    p.add_argument("--extra", action="append", default=[], metavar="LABEL=FOLDER")
+    p.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        metavar="LABEL=FOLDER",
+        help="add a column of each of our methods' seed-0 score in another report folder",
+    )
     p.add_argument(
         "--from_step",
         type=int,
@@ -178,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
         action="append",
         default=[],
         metavar="FOLDER[:CONFIG]",
-        help="also each config's seed-by-seed difference from the same config (or CONFIG) in "
+        help="print each config's seed-by-seed difference from the same config (or CONFIG) in "
         "another report folder (repeatable)",
     )
     args = p.parse_args(argv)

@@ -93,6 +93,16 @@ def sb3_settings(
 
     if optimizer is not None and not isinstance(getattr(torch.optim, optimizer, None), type):
         raise ValueError(f"sb3.optimizer = {optimizer!r}: not a torch.optim class (e.g. 'RMSprop')")
+    if optimizer_kwargs and optimizer is None:
+        raise ValueError(
+            "sb3.optimizer_kwargs without sb3.optimizer: name the optimizer they are for "
+            "(SB3's default is 'Adam')"
+        )
+    if "lr" in (optimizer_kwargs or {}):
+        raise ValueError(
+            "sb3.optimizer_kwargs sets 'lr': give the learning rate as "
+            "sb3.hyperparams['learning_rate'] (SB3 passes it to the optimizer itself)"
+        )
     if eval_interval < 1 or eval_episodes < 1:
         raise ValueError("sb3.eval_interval and sb3.eval_episodes must be positive")
     return {

@@ -202,10 +202,11 @@ class Grid:
 def code_version(
     where: str | os.PathLike | None = None, files: Sequence[str | os.PathLike] = ()
 ) -> dict[str, Any]:
-    """The git commit of the code (``None`` outside a git checkout or without git), whether
-    the checkout had uncommitted changes to tracked files, and which of ``files`` (e.g. a
-    sweep's script, config files and their includes) the commit does not hold: untracked,
-    ignored or outside the repository, so the commit alone does not pin them."""
+    """The git commit of the library's checkout (``None`` outside a git checkout or without
+    git), whether it had uncommitted changes to tracked files, and, of ``files`` (e.g. a sweep's
+    script, config files and their includes), which the commit does not hold (``not_in_commit``:
+    untracked, only staged, or outside the repository, e.g. in another repository) and which
+    differ from it (``changed_since_commit``), so that the commit alone does not pin them."""
     where = Path(where) if where is not None else Path(__file__).resolve().parent
 
     def git(*args: str) -> str | None:
@@ -219,12 +220,21 @@ def code_version(
 
     commit = git("rev-parse", "HEAD")
     status = git("status", "--porcelain", "--untracked-files=no") if commit else None
-    out = {"git_commit": commit, "git_dirty": bool(status) if commit else None}
-    if commit and files:
-        # ls-files names a tracked file and fails for one outside the repository
-        out["not_in_commit"] = [
-            str(f) for f in files if not git("ls-files", "--", str(Path(f).resolve()))
-        ]
+    out: dict[str, Any] = {"git_commit": commit, "git_dirty": bool(status) if commit else None}
+    top = git("rev-parse", "--show-toplevel") if commit else None
+    committed = git("ls-tree", "-r", "--full-tree", "--name-only", "-z", "HEAD") if top else None
+    if top is None or committed is None or not files:
+        return out
+    held = set(committed.split("\0"))
+    changed = set((git("diff", "--name-only", "-z", "HEAD") or "").split("\0"))
+    relative: dict[str, str | None] = {}
+    for f in files:
+        try:
+            relative[str(f)] = Path(f).resolve().relative_to(Path(top).resolve()).as_posix()
+        except ValueError:  # outside the repository
+            relative[str(f)] = None
+    out["not_in_commit"] = [f for f, rel in relative.items() if rel not in held]
+    out["changed_since_commit"] = [f for f, rel in relative.items() if rel in held & changed]
     return out
 
 
@@ -471,8 +481,8 @@ def write_manifest(
         "packages": package_versions(),
     }
     trainer = script if script is not None else grid.script
-    if trainer is not None and Path(trainer).is_file():
-        current["script_sha256"] = sha256_file(trainer)
+    if trainer is not None:  # None: the script is not there (the trials will say so)
+        current["script_sha256"] = sha256_file(trainer) if Path(trainer).is_file() else None
     digests = config_digests(grid, script)
     includes = included_digests(grid, script)
     settings = settings_digests(grid, script)
