@@ -40,6 +40,7 @@ import gin
 import numpy as np
 
 from super_sac.cli.factories import MINATAR_GAMES  # before gin locks its registry (load_settings)
+from super_sac.cli.parsers import minatar_parser
 from super_sac.collector import episode_seed
 from super_sac.evaluation import evaluate_agent
 from super_sac.reporting import EVAL_CSV, EVAL_ENV_INDEX, append_eval_csv, eval_csv_text
@@ -48,7 +49,8 @@ from super_sac.utils import atomic_write_json, atomic_write_text
 from super_sac.wrappers import MinAtarEnv
 
 ALGOS = ("SAC", "TD3", "DQN", "DDPG")
-MINATAR_TIME_LIMIT = 10_000  # train_minatar.py's --max_episode_steps default
+# train_minatar.py's episode limit (its --max_episode_steps default), read from its parser
+MINATAR_TIME_LIMIT = minatar_parser().get_default("max_episode_steps")
 
 
 @gin.configurable("sb3")

@@ -227,10 +227,11 @@ def code_version(
         return out
     held = set(committed.split("\0"))
     changed = set((git("diff", "--name-only", "-z", "HEAD") or "").split("\0"))
+    root = Path(top).resolve()
     relative: dict[str, str | None] = {}
     for f in files:
         try:
-            relative[str(f)] = Path(f).resolve().relative_to(Path(top).resolve()).as_posix()
+            relative[str(f)] = Path(f).resolve().relative_to(root).as_posix()
         except ValueError:  # outside the repository
             relative[str(f)] = None
     out["not_in_commit"] = [f for f, rel in relative.items() if rel not in held]
