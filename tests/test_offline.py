@@ -3,6 +3,7 @@ what is logged, exact resume inside a phase, the settings' validation, and the o
 script with bc.gin and awac.gin."""
 
 import json
+import math
 from functools import partial
 from pathlib import Path
 
@@ -523,3 +524,25 @@ def test_bc_loss_probe_takes_the_error_before_the_tanh_or_without_its_slope(monk
     assert lu.deterministic_bc_error(torch.zeros(1, 1), torch.ones(1, 1)).item() == 0.25
     with pytest.raises(SystemExit, match="give a bound inside"):
         probe.main(["--bc_loss", "action", "--target_clip", "1.0"])
+
+
+def test_aggregation_probe_averages_a_mixture_after_or_before_the_tanh():
+    probe = _benchmark_script("tuning/offline/aggregation_probe")
+    # two policies at one state, one action dimension: a hesitant mu = 0.2 and a confident mu = 2
+    loc = torch.tensor([[0.2], [2.0]])
+    scale = torch.tensor([[0.5], [0.5]])
+    eps = torch.tensor([[[1.0], [0.0]], [[-1.0], [0.0]]])  # (K=2 samples, C=2 policies, A=1)
+    out = probe.aggregate(loc, scale, eps)
+    samples = torch.tensor([math.tanh(0.7), math.tanh(2.0), math.tanh(-0.3), math.tanh(2.0)])
+    assert math.isclose(out["a_mean"].item(), samples.mean().item(), abs_tol=1e-6)
+    # before the tanh the noise cancels: tanh of the mean of 0.7, 2, -0.3, 2
+    assert math.isclose(out["u_mean"].item(), math.tanh(1.1), abs_tol=1e-5)
+    assert math.isclose(out["a_det"].item(), (math.tanh(0.2) + math.tanh(2.0)) / 2, abs_tol=1e-6)
+    assert math.isclose(out["u_det"].item(), math.tanh(1.1), abs_tol=1e-6)
+    # the confident policy pulls harder before the tanh: 0.80 against 0.58
+    assert out["u_det"].item() > out["a_det"].item() + 0.2
+    # clipped at 0.9 first: tanh(2) = 0.964 counts as 0.9
+    clipped = samples.clamp(-0.9, 0.9)
+    assert math.isclose(out["a_clip09"].item(), clipped.mean().item(), abs_tol=1e-6)
+    u_clip = math.tanh(torch.atanh(clipped).mean().item())
+    assert math.isclose(out["u_clip09"].item(), u_clip, abs_tol=1e-5)

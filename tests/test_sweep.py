@@ -665,6 +665,38 @@ def test_every_committed_report_is_what_its_evaluations_say(folder):
     assert check_report(_RESULTS / folder) == []
 
 
+def test_solved_paired_counts_first_hits_and_solved_evaluations_by_seed(tmp_path, capsys):
+    import importlib.util
+
+    path = _RESULTS.parent / "solved_paired.py"
+    spec = importlib.util.spec_from_file_location("solved_paired", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    evaluations = tmp_path / "evaluations"
+    evaluations.mkdir()
+    curves = {  # evaluations at 1k, 2k, 3k, 4k steps
+        ("base", 0): [100, 480, 300, 490],  # first hit 2k, 2 solved, a dip at 3k
+        ("base", 1): [100, 200, 300, 475],  # first hit 4k, 1 solved
+        ("new", 0): [480, 490, 500, 500],  # first hit 1k, 4 solved
+        ("new", 1): [100, 476, 480, 470],  # first hit 2k, 2 solved, a dip at 4k
+    }
+    for (config, seed), returns in curves.items():
+        lines = ["env_steps,return_mean"] + [f"{1000 * (i + 1)},{r}" for i, r in enumerate(returns)]
+        (evaluations / f"{config}_CartPole-v1_seed{seed}.csv").write_text("\n".join(lines) + "\n")
+    stats = script.seed_stats(*script.curve(evaluations, "base", "CartPole-v1", 0), 475.0)
+    assert (stats["first"], stats["solved"], stats["final"]) == (2000, 2, 490.0)
+    assert stats["dips"] == [(3000, 300.0)]
+    assert stats["last3"] == pytest.approx((480 + 300 + 490) / 3)
+    assert stats["auc"] == pytest.approx((290 + 390 + 395) / 3)  # trapezoids over 3k steps
+    script.main([str(tmp_path), "--base", "base", "--new", "new", "--seeds", "2"])
+    out = capsys.readouterr().out
+    # first hit: -1000 and -2000; solved: +2 and +1; paired over the two seeds
+    assert "first: new - base [-1000.0, -2000.0] mean -1500.0" in out
+    assert "solved: new - base [2, 1] mean 1.5" in out
+    with pytest.raises(SystemExit, match="is 'nope' a config of this report"):
+        script.main([str(tmp_path), "--base", "base", "--new", "nope", "--seeds", "2"])
+
+
 def _config(tmp_path, name="sac.gin", text="super_sac.batch_size = 256\n"):
     """A real config file (its SHA-256 goes into the manifest: pooling sweeps needs it)."""
     path = tmp_path / "cfg" / name

@@ -72,10 +72,10 @@ def gl_renderer() -> str:
 def machine_note(cores: int | None, load: tuple[float, ...], single_thread_render: bool) -> str:
     """What the report says about the machine the figures come from."""
     note = (
-        f"**This machine has {cores} CPU cores, shared with other jobs** (load average "
-        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} at the end of the run): the env "
-        f"processes can run on at most {cores} cores at once, and beside other jobs more "
-        "processes also take a larger share of the machine's time, so these figures are no "
+        f"**This machine has {cores} CPU cores** (load average {load[0]:.1f} / {load[1]:.1f} / "
+        f"{load[2]:.1f} at the end of the run, this benchmark's own processes included): the env "
+        f"processes can run on at most {cores} cores at once, and where other jobs share the "
+        "machine more processes also take a larger share of its time, so these figures are no "
         "clean measure of how env processes scale on free cores (not measured here)."
     )
     if not single_thread_render:
