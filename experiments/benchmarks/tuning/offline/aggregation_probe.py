@@ -6,7 +6,7 @@ squared error on ``a`` (minimiser ``E[a | s]``) by 4.3 points, and loses by 1.8 
 trained BC policy mixes the estimation error of a network with the choice of the minimiser; this
 probe keeps only the second. It loads the behaviour agent's training checkpoints (the policies
 whose samples make up the replay) and acts, at every state it meets, with one aggregate of their
-actions, computed exactly instead of learned:
+actions, computed directly (from ``--samples`` draws of each checkpoint) instead of learned:
 
 * ``a_mean``: ``mean_{c, eps} tanh(mu_c + sigma_c eps)``, the squared error on ``a``'s minimiser;
 * ``u_mean``: ``tanh(mean_{c, eps} (mu_c + sigma_c eps))``, the regression before the ``tanh``;
@@ -17,8 +17,9 @@ actions, computed exactly instead of learned:
 
 The checkpoints weigh equally at every state, where in the data each state's actions come from
 the policies that visited it; the probe shows what each minimiser does with a given mixture, not
-what a network fitted to the replay learns. ``--checkpoints 35000`` gives the single-policy case
-(the medium dataset's behaviour policy).
+what a network fitted to the replay learns (on medium-replay the equal-weight mixture shrinks the
+actions far more than the trained BC policies do, so its gap is not theirs). ``--checkpoints
+35000`` gives the single-policy case (the medium dataset's behaviour policy).
 
 Usage::
 
@@ -85,10 +86,12 @@ def episode(agents: list, name: str, env_name: str, seed: int, samples: int) -> 
     return total
 
 
-def tilt(agents: list, steps: list[str], obs: np.ndarray, samples: int) -> None:
+def tilt(agents: list, steps: list[str], obs: np.ndarray, action: np.ndarray, samples: int) -> None:
     """Print, on dataset states ``obs``, each checkpoint's mean ``|mu_c|`` (before the ``tanh``)
-    and each aggregate's mean squared distance to every checkpoint's deterministic action: which
-    policies of the mixture each aggregate follows."""
+    and ``|tanh(mu_c)|``, then for each aggregate its mean ``|a|``, its share of entries with
+    ``|a| > 0.9`` (the data's ``action`` on the same states for comparison) and its mean squared
+    distance to every checkpoint's deterministic action: which policies of the mixture it
+    follows, and how large it acts."""
     state = {"obs": torch.as_tensor(obs, dtype=torch.float32)}
     with torch.no_grad():
         dists = [agent.actor(agent.encoder(state)) for agent in agents]
@@ -101,9 +104,17 @@ def tilt(agents: list, steps: list[str], obs: np.ndarray, samples: int) -> None:
     print(
         "mean |mu| pre-tanh " + " ".join(f"{v:7.2f}" for v in loc.abs().mean(dim=(0, 2)).tolist())
     )
+    print(
+        "mean |tanh(mu)|    " + " ".join(f"{v:7.2f}" for v in det.abs().mean(dim=(0, 2)).tolist())
+    )
     print("mean sigma         " + " ".join(f"{v:7.2f}" for v in scale.mean(dim=(0, 2)).tolist()))
+    data = np.abs(action)
+    print(f"data      mean |a| {data.mean():.3f}, share |a| > 0.9 {(data > 0.9).mean():.3f}")
     for name in AGGREGATES:
         agg = torch.stack([p[name] for p in per_state])  # (B, A)
+        size = agg.abs()
+        large = (size > 0.9).float().mean()
+        print(f"{name:9s} mean |a| {size.mean():.3f}, share |a| > 0.9 {large:.3f}")
         dist = ((agg[:, None] - det) ** 2).mean(dim=(0, 2))
         print(f"{name:9s} sq dist  " + " ".join(f"{v:7.3f}" for v in dist.tolist()))
 
@@ -149,10 +160,11 @@ def main() -> None:
     if args.tilt_dataset is not None:
         data, _ = datasets.load_npz(args.tilt_dataset)
         obs = np.asarray(data.obs["obs"], dtype=np.float32)
+        act = np.asarray(data.action, dtype=np.float32)
         idx = np.random.default_rng(0).choice(
             len(obs), min(args.tilt_states, len(obs)), replace=False
         )
-        tilt(agents, args.checkpoints.split(","), obs[idx], args.samples)
+        tilt(agents, args.checkpoints.split(","), obs[idx], act[idx], args.samples)
     low, high = (float(x) for x in args.reference.split(":"))
     results: dict[str, dict[str, list[float]]] = {}
     for name in names if args.episodes > 0 else ():
