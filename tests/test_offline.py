@@ -524,6 +524,17 @@ def test_bc_loss_probe_takes_the_error_before_the_tanh_or_without_its_slope(monk
     assert lu.deterministic_bc_error(torch.zeros(1, 1), torch.ones(1, 1)).item() == 0.25
     with pytest.raises(SystemExit, match="give a bound inside"):
         probe.main(["--bc_loss", "action", "--target_clip", "1.0"])
+    # weighted_action: the error on a, weighted by (1 - a^2)^-2, preimage's metric near the fit
+    a = torch.tensor([[0.5, -0.8]])
+    pred = torch.tensor([[0.6, -0.7]])
+    expected = (0.1**2 / 0.75**2 + 0.1**2 / 0.36**2) / 2
+    value = probe.weighted_action_error(pred, a)
+    assert math.isclose(value.item(), expected, rel_tol=1e-5)
+    near = a + torch.tensor([[1e-3, -2e-3]])  # to first order it is preimage's error
+    ratio = probe.weighted_action_error(near, a) / probe.preimage_error(near, a)
+    assert math.isclose(ratio.item(), 1.0, rel_tol=1e-2)
+    with pytest.raises(SystemExit, match="give --target_clip"):
+        probe.main(["--bc_loss", "weighted_action"])
 
 
 def test_aggregation_probe_averages_a_mixture_after_or_before_the_tanh():

@@ -18,6 +18,12 @@ dataset. Run it as ``train_offline.py`` with ``bc_deterministic.gin`` and one mo
   the ``tanh``'s slope ``1 - tanh(f)^2`` left out. Its minimiser is ``action``'s,
   ``E[a | s]``; only the optimisation differs (no update is damped where the actor nears the
   bounds, up to the limit below).
+- ``weighted_action``: ``mean_j w(a_j) (tanh(f_j) - a_j)^2`` with ``w(a) = (1 - a^2)^-2``, the
+  squared error on ``a`` weighted by ``preimage``'s local metric (to first order in the residual
+  ``r``, ``atanh(a + r) - atanh(a) = r / (1 - a^2)``). It weighs each sample's error as
+  ``preimage`` does near the fit, while its minimiser stays a mean on ``a``, the weighted
+  ``E[w a | s] / E[w | s]``: it separates the weighting from the space of the mean. The weight
+  grows without bound at the bounds, so it needs ``--target_clip`` (at 0.9, ``w <= 27.7``).
 
 ``--target_clip X`` clips the dataset's actions to ``[-X, X]`` before any loss sees them: with
 ``preimage`` it caps the pull of the near-saturated actions, whose ``atanh`` is large (on
@@ -66,11 +72,19 @@ def straight_through_error(action_pred: torch.Tensor, action: torch.Tensor) -> t
     return (residual.pow(2) + 2.0 * residual * (pre - pre.detach())).mean(dim=-1, keepdim=True)
 
 
+def weighted_action_error(action_pred: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    """``mean_j (1 - a_j^2)^-2 (tanh(f_j) - a_j)^2`` (``(B, 1)``): the squared error on ``a``
+    weighted by the pre-``tanh`` regression's local metric."""
+    weight = (1.0 - action.pow(2)).clamp_min(_EDGE).pow(-2)
+    return (weight * (action_pred - action).pow(2)).mean(dim=-1, keepdim=True)
+
+
 Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 LOSSES: dict[str, Loss] = {
     "action": lu.deterministic_bc_error,
     "preimage": preimage_error,
     "straight_through": straight_through_error,
+    "weighted_action": weighted_action_error,
 }
 
 
@@ -94,6 +108,11 @@ def main(argv: list[str] | None = None) -> dict:
         print(__doc__)
         return cli.train_offline(rest, search_dirs=[offline], description="train_offline.py")
     loss = LOSSES[args.bc_loss]
+    if args.bc_loss == "weighted_action" and args.target_clip is None:
+        raise SystemExit(
+            "--bc_loss weighted_action weighs an error by (1 - a^2)^-2, unbounded at the bounds: "
+            "give --target_clip (0.9 bounds the weight at 27.7)"
+        )
     if args.target_clip is not None:
         if not 0.0 < args.target_clip < 1.0:
             raise SystemExit(f"--target_clip {args.target_clip}: give a bound inside (0, 1)")
