@@ -407,6 +407,25 @@ def _fake_sweep(tmp_path, name, configs, seeds="0-2"):
     return tmp_path / name
 
 
+def test_representation_losses_reports_finished_trials_only(tmp_path, monkeypatch):
+    import importlib.util
+
+    from super_sac.sweep.grid import SUMMARY
+
+    sweep = _fake_sweep(tmp_path, "dr3", ["awac.gin"], seeds="0-1")
+    (sweep / "awac" / "Pendulum-v1" / "seed_1" / SUMMARY).unlink()  # still running: a partial curve
+    benchmarks = _RESULTS.parent
+    monkeypatch.syspath_prepend(str(benchmarks))
+    spec = importlib.util.spec_from_file_location(
+        "representation_losses", benchmarks / "representation_losses.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    rows = script.run_rows(sweep, [], last=2)
+    assert [(r["config"], r["seed"]) for r in rows] == [("awac", 0)]
+    assert rows[0]["final"] == pytest.approx(30.0)  # FAKE_SCRIPT's curve: 10, 20, 30 x (seed + 1)
+
+
 def test_a_report_of_two_sweeps_puts_their_configs_side_by_side(tmp_path):
     import json
 

@@ -34,7 +34,7 @@ import bench_utils
 import numpy as np
 
 from super_sac.sweep import report as sweep_report
-from super_sac.sweep.grid import Grid, read_manifest
+from super_sac.sweep.grid import FINISHED, Grid, read_manifest
 from super_sac.sweep.stats import stratified_bootstrap_ci
 
 
@@ -69,6 +69,8 @@ def run_rows(sweep: Path, tags: list[str], last: int) -> list[dict[str, Any]]:
     grid = Grid.from_json(read_manifest(sweep)["grid"])
     rows = []
     for trial in grid.trials(sweep):
+        if trial.state() != FINISHED:  # a running or interrupted trial's curve is partial
+            continue
         steps, returns = sweep_report.read_curve(trial.folder)
         if steps.size == 0:
             continue
