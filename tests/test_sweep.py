@@ -700,9 +700,11 @@ def test_solved_paired_counts_first_hits_and_solved_evaluations_by_seed(tmp_path
         ("new", 1): [100, 476, 480, 470],  # first hit 2k, 2 solved, a dip at 4k
     }
     for (config, seed), returns in curves.items():
-        lines = ["env_steps,return_mean"] + [f"{1000 * (i + 1)},{r}" for i, r in enumerate(returns)]
+        rows = [f"{1000 * (i + 1)},online,{1000 * (i + 1)},{r}" for i, r in enumerate(returns)]
+        lines = ["env_steps,phase,phase_step,return_mean", *rows]
         (evaluations / f"{config}_CartPole-v1_seed{seed}.csv").write_text("\n".join(lines) + "\n")
-    stats = script.seed_stats(*script.curve(evaluations, "base", "CartPole-v1", 0), 475.0)
+    runs = script.run_files(tmp_path)
+    stats = script.seed_stats(*script.curve(runs, "base", "CartPole-v1", 0), 475.0)
     assert (stats["first"], stats["solved"], stats["final"]) == (2000, 2, 490.0)
     assert stats["dips"] == [(3000, 300.0)]
     assert stats["last3"] == pytest.approx((480 + 300 + 490) / 3)

@@ -16,59 +16,72 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from super_sac.sweep.stats import area_under_curve, stratified_bootstrap_ci
+from super_sac.sweep.report import archived_runs, first_reach, read_curve, run_scores
+from super_sac.sweep.stats import stratified_bootstrap_ci
+
+RunFiles = dict[tuple[str, str, int], Path]
 
 
-def curve(evaluations: Path, config: str, env: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """One run's ``(env_steps, return_mean)`` from ``<config>_<env>_seed<seed>.csv``."""
-    path = evaluations / f"{config}_{env}_seed{seed}.csv"
-    if not path.exists():
-        raise SystemExit(f"{path} is missing: is {config!r} a config of this report, seed {seed}?")
-    with open(path) as f:
-        rows = list(csv.DictReader(f))
-    steps = np.array([float(r["env_steps"]) for r in rows])
-    returns = np.array([float(r["return_mean"]) for r in rows])
-    return steps, returns
+def run_files(folder: str | Path) -> RunFiles:
+    """The report folder's archived evaluations (:func:`archived_runs`), by config, env and
+    seed."""
+    return {(run.config, run.env, run.seed): run.source for run in archived_runs(folder)}
+
+
+def curve(runs: RunFiles, config: str, env: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """One run's ``(env_steps, return_mean)`` (:func:`read_curve` of its archived file)."""
+    path = runs.get((config, env, seed))
+    if path is None:
+        raise SystemExit(
+            f"no evaluations of {config!r} on {env} at seed {seed}: is {config!r} a config of "
+            "this report?"
+        )
+    return read_curve(path)
 
 
 def seed_stats(steps: np.ndarray, returns: np.ndarray, solved: float) -> dict[str, Any]:
     """First step at or above ``solved`` (nan if never), evaluations at or above it, final,
-    last-3 mean, area under the curve, and the ``(step, return)`` dips after the first hit."""
-    hit = returns >= solved
-    first = steps[np.argmax(hit)] if hit.any() else np.nan
+    last-3 mean, area under the curve (:func:`run_scores`), and the ``(step, return)`` dips after
+    the first hit."""
+    reached = first_reach(steps, returns, solved)
+    first = np.nan if reached is None else reached
     dips = [
         (int(t), round(float(y), 1)) for t, y in zip(steps, returns) if t > first and y < solved
     ]
+    scores = run_scores(steps, returns, last=3)
     return dict(
         first=first,
-        solved=int(hit.sum()),
+        solved=int((returns >= solved).sum()),
         evaluations=len(returns),
-        final=float(returns[-1]),
-        last3=float(returns[-3:].mean()),
-        auc=area_under_curve(steps, returns),
+        final=scores["final"],
+        last3=scores["last"],
+        auc=scores["auc"],
         dips=dips,
     )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folder", type=Path, help="a result folder with evaluations/")
+    parser.add_argument(
+        "folder",
+        type=Path,
+        help="a report folder with evaluations/ (sweep.py report --evaluations)",
+    )
     parser.add_argument("--base", required=True, help="the config to compare with (gin stem)")
     parser.add_argument("--new", required=True, help="the config compared (gin stem)")
     parser.add_argument("--env", default="CartPole-v1")
     parser.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
     parser.add_argument("--solved", type=float, default=475.0, help="the return threshold")
     args = parser.parse_args(argv)
-    evaluations = args.folder / "evaluations"
+    runs = run_files(args.folder)
     stats = {
         config: [
-            seed_stats(*curve(evaluations, config, args.env, seed), args.solved)
+            seed_stats(*curve(runs, config, args.env, seed), args.solved)
             for seed in range(args.seeds)
         ]
         for config in (args.base, args.new)

@@ -31,7 +31,8 @@ STATISTICS = {"mean": np.mean, "median": np.median, "iqm": iqm}
 
 
 def read_curve(run_dir: str | os.PathLike, column: str = "return_mean") -> tuple[np.ndarray, ...]:
-    """``(steps, values)`` of a run's ``evaluations.csv`` (empty arrays without one).
+    """``(steps, values)`` of a run's ``evaluations.csv`` (empty arrays without one); ``run_dir``
+    may also be an evaluations CSV file itself (an archived copy in a report's ``evaluations/``).
 
     The evaluations of the behavioral-cloning and offline phases all sit at the env steps the
     online phase starts from, so when a run has online evaluations only those make the curve,
@@ -39,7 +40,8 @@ def read_curve(run_dir: str | os.PathLike, column: str = "return_mean") -> tuple
     gradient steps instead: each row's ``phase_step`` plus the last ``phase_step`` of the phases
     before it (behavioral cloning, then offline).
     """
-    return _curve(_read_rows(run_dir), column)
+    path = Path(run_dir)
+    return _curve(read_evaluations(path) if path.is_file() else _read_rows(path), column)
 
 
 def _read_rows(run_dir: str | os.PathLike) -> list[dict[str, str]]:
@@ -477,7 +479,7 @@ def parse_references(items: list[str]) -> dict[str, tuple[float, float]]:
 SCORES = ("final", "last", "auc")
 
 
-def _run_scores(steps: np.ndarray, values: np.ndarray, last: int) -> dict[str, float]:
+def run_scores(steps: np.ndarray, values: np.ndarray, last: int) -> dict[str, float]:
     """One run's scores: its final evaluation, the mean of its last ``last`` evaluations and
     the area under its curve (:func:`area_under_curve`)."""
     return {
@@ -497,7 +499,7 @@ def _normalised_aggregate(
             runs = data["curves"].get((stem, env))
             if not runs:
                 continue
-            per_run = [_run_scores(s, v, last) for s, v in runs]
+            per_run = [run_scores(s, v, last) for s, v in runs]
             for score in SCORES:
                 strata[score][env] = [(r[score] - low) / (high - low) for r in per_run]
         if not strata["final"]:
@@ -573,11 +575,11 @@ def paired_differences(
             firsts: dict[int, float] = {}
             for k in common:
                 (s1, v1), (s0, v0) = runs[k], base_runs[k]
-                ours, theirs = _run_scores(s1, v1, last), _run_scores(s0, v0, last)
+                ours, theirs = run_scores(s1, v1, last), run_scores(s0, v0, last)
                 for score in SCORES:
                     scores[score][k] = ours[score] - theirs[score]
                 if threshold is not None:
-                    t1, t0 = _first_reach(s1, v1, threshold), _first_reach(s0, v0, threshold)
+                    t1, t0 = first_reach(s1, v1, threshold), first_reach(s0, v0, threshold)
                     if t1 is not None and t0 is not None:
                         firsts[k] = t1 - t0
             entry: dict[str, Any] = {"config": config, "base": base, "env": env}
@@ -623,14 +625,14 @@ def build_report(
             runs = data["curves"].get((config, env))
             if not runs:
                 continue
-            per_run = [_run_scores(s, v, last) for s, v in runs]
+            per_run = [run_scores(s, v, last) for s, v in runs]
             seeds = [str(k) for k in data["seeds"][(config, env)]]
             row: dict[str, Any] = {"config": config, "env": env}
             for score in SCORES:
                 row[score] = _summarise([r[score] for r in per_run], seed)
             row["final_per_seed"] = dict(zip(seeds, (r["final"] for r in per_run)))
             if threshold is not None:
-                first = dict(zip(seeds, (_first_reach(s, v, threshold) for s, v in runs)))
+                first = dict(zip(seeds, (first_reach(s, v, threshold) for s, v in runs)))
                 row["first_reach"] = first
                 row["reached"] = sum(step is not None for step in first.values())
             rows.append(row)
@@ -792,7 +794,7 @@ def check_report(folder: str | os.PathLike, seed: int = 0) -> list[str]:
     return out
 
 
-def _first_reach(steps: np.ndarray, values: np.ndarray, threshold: float) -> float | None:
+def first_reach(steps: np.ndarray, values: np.ndarray, threshold: float) -> float | None:
     """The steps of the first evaluation at or above ``threshold`` (``None``: never)."""
     hits = np.flatnonzero(values >= threshold)
     return float(steps[hits[0]]) if hits.size else None
