@@ -7,7 +7,13 @@ import torch
 from torch import nn
 
 from super_sac import nets
-from super_sac.nets.distributions import ScaledBeta, SquashedNormal, tanh_log_det_jacobian
+from super_sac.nets.distributions import (
+    ATANH_EDGE,
+    ScaledBeta,
+    SquashedNormal,
+    preimage,
+    tanh_log_det_jacobian,
+)
 from super_sac.nets.ensemble import EnsembleLinear
 from super_sac.nets.mlps import (
     ContinuousCritic,
@@ -39,6 +45,23 @@ def test_tanh_gaussian_matches_torch_transformed_distribution():
     close = action.abs().amax(-1) < 0.999  # atanh in the reference loses precision near +-1
     assert torch.allclose(log_prob[close], ref_lp[close], atol=1e-3)
     assert torch.allclose(dist.log_prob(action)[close], log_prob[close], atol=1e-3)
+
+
+def test_preimage_is_atanh_kept_inside_the_bounds():
+    """Inside the bounds it is atanh; on a bound (a dataset action of exactly +-1) it is the
+    finite atanh(1 - 1e-6) ~ 7.254, and the log-probability of such an action uses the same."""
+    a = torch.tensor([-1.0, -0.5, 0.0, 0.3, 1.0], dtype=torch.float64)
+    edge = math.atanh(1 - 1e-6)
+    expected = [-edge, math.atanh(-0.5), 0.0, math.atanh(0.3), edge]
+    assert ATANH_EDGE == 1e-6
+    assert preimage(a).tolist() == pytest.approx(expected, abs=1e-9)
+    assert edge == pytest.approx(7.2543, abs=1e-4)
+    dist = SquashedNormal(torch.zeros(1, 1), torch.ones(1, 1))
+    on_bound = dist.log_prob(torch.ones(1, 1))
+    assert torch.isfinite(on_bound).all()
+    assert on_bound.item() == pytest.approx(
+        dist.log_prob(torch.tensor([[1.0 - 1e-6]])).item(), abs=1e-4
+    )
 
 
 def test_tanh_log_det_jacobian_is_stable_for_large_inputs():

@@ -36,15 +36,16 @@ import torch
 from super_sac import datasets
 from super_sac.cli.factories import make_env
 from super_sac.cli.recording import load_agent
+from super_sac.nets.distributions import preimage
 
 ATANH_CLIP = 0.999  # actions at the bounds would give atanh = +-inf
-LOSS_EDGE = 1e-6  # the pre-tanh losses keep actions inside [-1 + eps, 1 - eps] before atanh
 
 
 def pretanh_share(action: np.ndarray, bound: float = 0.99) -> float:
-    """The share of ``sum atanh(a)^2`` (over every entry, ``a`` kept ``LOSS_EDGE`` inside the
-    bounds as the pre-tanh losses keep it) held by the entries with ``|a| > bound``."""
-    pre = np.arctanh(np.clip(action.astype(np.float64), -1 + LOSS_EDGE, 1 - LOSS_EDGE)) ** 2
+    """The share of ``sum atanh(a)^2`` (over every entry, ``a`` kept ``ATANH_EDGE`` inside the
+    bounds as the pre-tanh losses keep it: :func:`super_sac.nets.distributions.preimage`) held by
+    the entries with ``|a| > bound``."""
+    pre = preimage(torch.as_tensor(action, dtype=torch.float64)).numpy() ** 2
     total = pre.sum()
     return float(pre[np.abs(action) > bound].sum() / total) if total > 0 else 0.0
 

@@ -24,6 +24,16 @@ _C_TWO = _constant(2.0)
 _C_MINUS_TWO = _constant(-2.0)
 _C_MINUS_HALF = _constant(-0.5)
 
+ATANH_EDGE = 1e-6
+"""How far inside ``[-1, 1]`` an action is kept before ``atanh`` (:func:`preimage`)."""
+
+
+def preimage(action: torch.Tensor, eps: float = ATANH_EDGE) -> torch.Tensor:
+    """``atanh(a)``, the point before the ``tanh`` squashing, with ``a`` clipped to
+    ``[-1 + eps, 1 - eps]`` first so that actions lying exactly on a bound (common in datasets)
+    give a finite value (``atanh(1 - 1e-6)`` is about 7.25)."""
+    return torch.atanh(action.clamp(-1.0 + eps, 1.0 - eps))
+
 
 def tanh_log_det_jacobian(pre_tanh: torch.Tensor) -> torch.Tensor:
     """``log(1 - tanh(u)^2)`` computed stably as ``2 * (log 2 - u - softplus(-2u))``.
@@ -82,13 +92,13 @@ class SquashedNormal:
         with torch.no_grad():
             return torch.tanh(self.loc + self.scale * torch.randn_like(self.loc))
 
-    def log_prob(self, action: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    def log_prob(self, action: torch.Tensor, eps: float = ATANH_EDGE) -> torch.Tensor:
         """Log-probability of given actions in ``[-1, 1]``, shape ``(..., 1)``.
 
-        Actions are clipped to ``[-1 + eps, 1 - eps]`` before ``atanh`` so that dataset actions
-        lying exactly on the bound give a finite value.
+        Actions are clipped to ``[-1 + eps, 1 - eps]`` before ``atanh`` (:func:`preimage`) so
+        that dataset actions lying exactly on the bound give a finite value.
         """
-        pre_tanh = torch.atanh(action.clamp(-1.0 + eps, 1.0 - eps))
+        pre_tanh = preimage(action, eps)
         noise = (pre_tanh - self.loc) / self.scale
         return self._log_prob_from_noise(noise, pre_tanh)
 

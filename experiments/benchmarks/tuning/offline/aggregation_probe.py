@@ -39,10 +39,10 @@ import torch
 from super_sac import datasets
 from super_sac.cli.factories import make_env
 from super_sac.cli.recording import load_agent
+from super_sac.nets.distributions import preimage
 from super_sac.sweep.stats import stratified_bootstrap_ci
 
 AGGREGATES = ("a_mean", "u_mean", "a_det", "u_det", "a_clip09", "u_clip09")
-EDGE = 1e-6  # the pre-tanh losses keep targets this far inside the bounds before atanh
 
 
 def aggregate(loc: torch.Tensor, scale: torch.Tensor, eps: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -53,7 +53,7 @@ def aggregate(loc: torch.Tensor, scale: torch.Tensor, eps: torch.Tensor) -> dict
     :param eps: ``(K, C, A)`` standard normal noise, ``K`` samples per checkpoint.
     """
     action = torch.tanh(loc + scale * eps)  # (K, C, A): the samples the data would hold
-    pre = torch.atanh(action.clamp(-1 + EDGE, 1 - EDGE))
+    pre = preimage(action)
     clipped = action.clamp(-0.9, 0.9)
     return {
         "a_mean": action.mean(dim=(0, 1)),

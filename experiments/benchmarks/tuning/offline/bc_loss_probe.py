@@ -49,33 +49,29 @@ import torch
 
 from super_sac import cli
 from super_sac import learning_utils as lu
+from super_sac.nets.distributions import ATANH_EDGE, preimage
 
 ROOT = Path(__file__).resolve().parents[4]
-_EDGE = 1e-6  # actions are kept inside [-1 + eps, 1 - eps] before atanh, as the policy's log_prob
-
-
-def _preimage(action: torch.Tensor) -> torch.Tensor:
-    return torch.atanh(action.clamp(-1.0 + _EDGE, 1.0 - _EDGE))
 
 
 def preimage_error(action_pred: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
     """``mean_j (f_j - atanh(a_j))^2`` with ``f = atanh(tanh(f))`` recovered from the actor's
     action (``(B, 1)``)."""
-    return (_preimage(action_pred) - _preimage(action)).pow(2).mean(dim=-1, keepdim=True)
+    return (preimage(action_pred) - preimage(action)).pow(2).mean(dim=-1, keepdim=True)
 
 
 def straight_through_error(action_pred: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
     """The squared error on ``a`` in value, with the gradient ``2 (tanh(f) - a)`` on ``f``
     (``(B, 1)``)."""
     residual = (action_pred - action).detach()
-    pre = _preimage(action_pred)  # f, with d pre / d f = 1
+    pre = preimage(action_pred)  # f, with d pre / d f = 1
     return (residual.pow(2) + 2.0 * residual * (pre - pre.detach())).mean(dim=-1, keepdim=True)
 
 
 def weighted_action_error(action_pred: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
     """``mean_j (1 - a_j^2)^-2 (tanh(f_j) - a_j)^2`` (``(B, 1)``): the squared error on ``a``
     weighted by the pre-``tanh`` regression's local metric."""
-    weight = (1.0 - action.pow(2)).clamp_min(_EDGE).pow(-2)
+    weight = (1.0 - action.pow(2)).clamp_min(ATANH_EDGE).pow(-2)
     return (weight * (action_pred - action).pow(2)).mean(dim=-1, keepdim=True)
 
 
