@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from super_sac.sweep.report import archived_runs
+from super_sac.sweep.report import archived_runs, paired_entry
 from super_sac.sweep.stats import stratified_bootstrap_ci
 
 # config stem -> row label, in table order
@@ -146,12 +146,13 @@ def paired_lines(
         seeds = sorted(set(scores[config]) & set(other))
         if not seeds:
             raise SystemExit(f"error: --paired {base_label}: no seed in common with {config}")
-        diffs = [scores[config][s] - other[s] for s in seeds]
-        per_seed = ", ".join(f"{s}: {d:+.1f}" for s, d in zip(seeds, diffs))
-        up, down = sum(d > 0 for d in diffs), sum(d < 0 for d in diffs)
+        entry = paired_entry({s: scores[config][s] - other[s] for s in seeds})
+        per_seed = ", ".join(f"{s}: {d:+.1f}" for s, d in entry["per_seed"].items())
+        mean = entry["mean"]
+        cell = _cell(mean["value"], mean["ci_low"], mean["ci_high"], entry["n"], signed=True)
         lines.append(
-            f"| {LABELS.get(config, config)} | {base_label} | {per_seed} | "
-            f"{mean_with_interval(diffs, signed=True)} | {up} up, {down} down |"
+            f"| {LABELS.get(config, config)} | {base_label} | {per_seed} | {cell} | "
+            f"{entry['higher']} up, {entry['lower']} down |"
         )
     return lines
 
@@ -159,11 +160,16 @@ def paired_lines(
 def mean_with_interval(values: list[float], signed: bool = False) -> str:
     """The mean over seeds with its 95% bootstrap interval; one seed gets the mean alone (a
     bootstrap over one value is ``[x, x]``, which would read as no spread at all)."""
-    sign = "+" if signed else ""
     if len(values) < 2:
-        return f"{np.mean(values):{sign}.1f}"
-    mean, low, high = stratified_bootstrap_ci({"runs": values}, np.mean, seed=0)
-    return f"{mean:{sign}.1f} [{low:.1f}, {high:.1f}]"
+        return _cell(float(np.mean(values)), 0.0, 0.0, len(values), signed)
+    return _cell(*stratified_bootstrap_ci({"runs": values}, np.mean, seed=0), len(values), signed)
+
+
+def _cell(mean: float, low: float, high: float, n: int, signed: bool = False) -> str:
+    """``mean [low, high]`` to one decimal (``+`` shown when ``signed``); the mean alone for one
+    seed, whose bootstrap interval ``[x, x]`` would read as no spread at all."""
+    sign = "+" if signed else ""
+    return f"{mean:{sign}.1f}" if n < 2 else f"{mean:{sign}.1f} [{low:.1f}, {high:.1f}]"
 
 
 def main(argv: list[str] | None = None) -> None:

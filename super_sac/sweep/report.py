@@ -514,9 +514,13 @@ def _normalised_aggregate(
     return out
 
 
-def _paired_entry(diffs: dict[int, float], seed: int) -> dict[str, Any]:
-    """Seed-matched differences: their mean with a 95% bootstrap interval over the seeds, and
-    how many seeds are above and below zero."""
+def paired_entry(diffs: dict[int, float], seed: int = 0) -> dict[str, Any]:
+    """Seed-matched differences ``{seed: difference}``: their mean with a 95% bootstrap interval
+    over the seeds (``seed`` seeds the resampling), and how many seeds are above and below zero.
+
+    :return: ``n``, ``per_seed`` (keys as strings, for JSON), ``mean`` (``value``, ``ci_low``,
+        ``ci_high``), ``higher`` and ``lower`` (the counts).
+    """
     values = list(diffs.values())
     point, low, high = stratified_bootstrap_ci([values], np.mean, seed=seed)
     return {
@@ -584,9 +588,9 @@ def paired_differences(
                         firsts[k] = t1 - t0
             entry: dict[str, Any] = {"config": config, "base": base, "env": env}
             entry["seeds"] = [str(k) for k in common]
-            entry.update({score: _paired_entry(d, seed) for score, d in scores.items()})
+            entry.update({score: paired_entry(d, seed) for score, d in scores.items()})
             if threshold is not None:
-                entry["first_reach"] = _paired_entry(firsts, seed) if firsts else None
+                entry["first_reach"] = paired_entry(firsts, seed) if firsts else None
             out.append(entry)
     return out
 
