@@ -718,6 +718,54 @@ def test_solved_paired_counts_first_hits_and_solved_evaluations_by_seed(tmp_path
         script.main([str(tmp_path), "--base", "base", "--new", "nope", "--seeds", "2"])
 
 
+def test_pooled_paired_pairs_within_each_folder_and_pools_by_folder(tmp_path, capsys):
+    import importlib.util
+
+    from super_sac.sweep.report import paired_entry, pooled_paired_entry
+
+    path = _RESULTS.parent / "pooled_paired.py"
+    spec = importlib.util.spec_from_file_location("pooled_paired", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    finals = {  # (machine, config, seed): curve 0 -> final over evaluations at 1k and 2k steps
+        ("a", "base", 0): 4.0,
+        ("a", "new", 0): 6.0,  # +2
+        ("a", "base", 1): 8.0,
+        ("a", "new", 1): 7.0,  # -1
+        ("a", "new", 2): 9.0,  # no base at seed 2: not paired
+        ("b", "base", 0): 5.0,
+        ("b", "new", 0): 9.0,  # +4
+    }
+    for (machine, config, seed), final in finals.items():
+        folder = tmp_path / machine / "evaluations"
+        folder.mkdir(parents=True, exist_ok=True)
+        rows = [
+            "env_steps,phase,phase_step,return_mean",
+            "1000,online,1000,0",
+            f"2000,online,2000,{final}",
+        ]
+        (folder / f"{config}_breakout_seed{seed}.csv").write_text("\n".join(rows) + "\n")
+    diffs = script.paired_scores(tmp_path / "a", "base", "new", last=1)
+    assert diffs["final"] == {0: 2.0, 1: -1.0} and diffs["last"] == {0: 2.0, 1: -1.0}
+    assert diffs["auc"] == {0: pytest.approx(1.0), 1: pytest.approx(-0.5)}  # one trapezoid: final/2
+    # one group pooled is paired_entry; several pool every pair and count them all
+    one = pooled_paired_entry([{0: 2.0, 1: -1.0}])
+    assert one["mean"] == paired_entry({0: 2.0, 1: -1.0})["mean"]
+    both = pooled_paired_entry([{0: 2.0, 1: -1.0}, {0: 4.0}])
+    assert (both["n"], both["higher"], both["lower"]) == (3, 2, 1)
+    assert both["mean"]["value"] == pytest.approx(5.0 / 3)
+    # b's one pair is in every resample (resampled within its own group), so the interval runs
+    # from a's worst resample (-1, -1) to its best (2, 2), each drawn with probability 1/4
+    assert both["mean"]["ci_low"] == pytest.approx((-1.0 - 1.0 + 4.0) / 3)
+    assert both["mean"]["ci_high"] == pytest.approx((2.0 + 2.0 + 4.0) / 3)
+    script.main([str(tmp_path / "a"), str(tmp_path / "b"), "--base", "base", "--new", "new"])
+    out = capsys.readouterr().out
+    assert f"| {tmp_path / 'a'} | 0, 1 | +0.5 [" in out
+    assert "| pooled, by folder | 3 pairs | +1.7 [0.7, 2.7] (2 up, 1 down of 3) |" in out
+    with pytest.raises(SystemExit, match="has no run of 'nope' on breakout"):
+        script.main([str(tmp_path / "a"), "--base", "base", "--new", "nope"])
+
+
 def _config(tmp_path, name="sac.gin", text="super_sac.batch_size = 256\n"):
     """A real config file (its SHA-256 goes into the manifest: pooling sweeps needs it)."""
     path = tmp_path / "cfg" / name

@@ -521,14 +521,26 @@ def paired_entry(diffs: dict[int, float], seed: int = 0) -> dict[str, Any]:
     :return: ``n``, ``per_seed`` (keys as strings, for JSON), ``mean`` (``value``, ``ci_low``,
         ``ci_high``), ``higher`` and ``lower`` (the counts).
     """
-    values = list(diffs.values())
-    point, low, high = stratified_bootstrap_ci([values], np.mean, seed=seed)
+    pooled = pooled_paired_entry([diffs], seed)
+    return {"n": pooled["n"], "per_seed": {str(k): v for k, v in diffs.items()}, **pooled}
+
+
+def pooled_paired_entry(strata: list[dict[int, float]], seed: int = 0) -> dict[str, Any]:
+    """Seed-matched differences from several groups of runs (e.g. the same pair of configs on
+    several machines), pooled: the mean over every difference with a stratified 95% bootstrap
+    interval (each group's seeds resampled within it, :func:`stratified_bootstrap_ci`), and how
+    many are above and below zero. One group gives :func:`paired_entry`'s numbers.
+
+    :return: ``n``, ``mean`` (``value``, ``ci_low``, ``ci_high``), ``higher``, ``lower``.
+    """
+    values = [list(d.values()) for d in strata]
+    point, low, high = stratified_bootstrap_ci(values, np.mean, seed=seed)
+    flat = [v for group in values for v in group]
     return {
-        "n": len(values),
-        "per_seed": {str(k): v for k, v in diffs.items()},
+        "n": len(flat),
         "mean": {"value": point, "ci_low": low, "ci_high": high},
-        "higher": sum(v > 0 for v in values),
-        "lower": sum(v < 0 for v in values),
+        "higher": sum(v > 0 for v in flat),
+        "lower": sum(v < 0 for v in flat),
     }
 
 
@@ -865,16 +877,20 @@ def markdown_table(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _paired_lines(report: dict[str, Any]) -> list[str]:
-    def cell(d: dict[str, Any] | None, digits: int = 1) -> str:
-        if d is None:
-            return "-"
-        m = d["mean"]
-        return (
-            f"{m['value']:+.{digits}f} [{m['ci_low']:.{digits}f}, {m['ci_high']:.{digits}f}] "
-            f"({d['higher']} up, {d['lower']} down of {d['n']})"
-        )
+def paired_cell(entry: dict[str, Any] | None, digits: int = 1) -> str:
+    """A :func:`paired_entry` as a table cell: ``+mean [low, high] (k up, m down of n)``, or
+    ``-`` for ``None`` (no seed to pair)."""
+    if entry is None:
+        return "-"
+    m = entry["mean"]
+    return (
+        f"{m['value']:+.{digits}f} [{m['ci_low']:.{digits}f}, {m['ci_high']:.{digits}f}] "
+        f"({entry['higher']} up, {entry['lower']} down of {entry['n']})"
+    )
 
+
+def _paired_lines(report: dict[str, Any]) -> list[str]:
+    cell = paired_cell
     base = report["paired"][0]["base"]
     threshold = report.get("threshold")
     head = f"| config | env | seeds | final | last-{report.get('last_evaluations', 3)} mean | AUC |"

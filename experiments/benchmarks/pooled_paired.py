@@ -1,0 +1,113 @@
+"""Two configs paired by seed within each of several report folders, and pooled over the folders.
+
+Runs repeat to the digit on one processor and differ between processors (the MinAtar section of
+``experiments/benchmarks/README.md``), so the seeds of one comparison run on another machine are
+another draw of the same experiment. ``sweep.py report --paired`` pairs two configs within one
+sweep; this script takes report folders written with ``sweep.py report --evaluations`` on
+different machines, each holding both configs, and prints for each folder and pooled over all:
+
+* the seed-by-seed differences ``NEW - BASE`` of the sweep report's three scores (the final
+  evaluation, the mean of the last ``--last`` and the area under the curve, :func:`run_scores`);
+* their mean with a 95% bootstrap interval, and how many are above and below zero. The pooled
+  interval resamples each folder's seeds within that folder (:func:`pooled_paired_entry`), so
+  every resample keeps as many seeds per machine as the data has.
+
+Usage::
+
+    python experiments/benchmarks/pooled_paired.py \\
+        experiments/benchmarks/results/markov_minatar_breakout_5seeds \\
+        experiments/benchmarks/results/markov_minatar_breakout_weights \\
+        --base basic_online --new markov_online
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from super_sac.sweep.report import (
+    SCORES,
+    archived_runs,
+    paired_cell,
+    paired_entry,
+    pooled_paired_entry,
+    read_curve,
+    run_scores,
+)
+
+Differences = dict[str, dict[int, float]]  # score -> seed -> NEW - BASE
+
+
+def paired_scores(
+    folder: str | Path, base: str, new: str, env: str | None = None, last: int = 3
+) -> Differences:
+    """``{score: {seed: new - base}}`` over the seeds at which the report folder holds both
+    configs on ``env`` (default: the folder's only env).
+
+    :raises SystemExit: when a config is missing, the env is ambiguous or no seed is shared.
+    """
+    runs = archived_runs(folder)
+    envs = sorted({run.env for run in runs})
+    if env is None:
+        if len(envs) != 1:
+            raise SystemExit(f"error: {folder} holds runs on {envs}: name one with --env")
+        env = envs[0]
+    by_config: dict[str, dict[int, dict[str, float]]] = {}
+    for run in runs:
+        if run.env == env and run.config in (base, new):
+            by_config.setdefault(run.config, {})[run.seed] = run_scores(
+                *read_curve(run.source), last
+            )
+    for config in (base, new):
+        if config not in by_config:
+            have = sorted({run.config for run in runs if run.env == env})
+            raise SystemExit(
+                f"error: {folder} has no run of {config!r} on {env} (it has {', '.join(have)})"
+            )
+    seeds = sorted(set(by_config[base]) & set(by_config[new]))
+    if not seeds:
+        raise SystemExit(f"error: {folder}: {base} and {new} share no seed")
+    return {
+        score: {k: by_config[new][k][score] - by_config[base][k][score] for k in seeds}
+        for score in SCORES
+    }
+
+
+def table(
+    folders: list[str | Path], base: str, new: str, env: str | None = None, last: int = 3
+) -> str:
+    """The Markdown table: a row per folder, then the pooled row when there are several."""
+    diffs = [paired_scores(folder, base, new, env, last) for folder in folders]
+    lines = [
+        f"{new} minus {base}, paired by seed: the mean difference with a 95% bootstrap interval "
+        "and the seeds above (up) and below (down) zero",
+        "",
+        f"| report folder | seeds | final | last-{last} mean | AUC |",
+        "|---|---|---|---|---|",
+    ]
+    for folder, d in zip(folders, diffs):
+        seeds = ", ".join(str(k) for k in d["final"])
+        cells = " | ".join(paired_cell(paired_entry(d[score])) for score in SCORES)
+        lines.append(f"| {folder} | {seeds} | {cells} |")
+    if len(folders) > 1:
+        cells = " | ".join(
+            paired_cell(pooled_paired_entry([d[score] for d in diffs])) for score in SCORES
+        )
+        total = sum(len(d["final"]) for d in diffs)
+        lines.append(f"| pooled, by folder | {total} pairs | {cells} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", nargs="+", help="report folders with evaluations/")
+    parser.add_argument("--base", required=True, help="the config subtracted (gin stem)")
+    parser.add_argument("--new", required=True, help="the config compared (gin stem)")
+    parser.add_argument("--env", default=None, help="default: the folders' only env")
+    parser.add_argument("--last", type=int, default=3, help="evaluations in the last-k mean")
+    args = parser.parse_args(argv)
+    print(table(args.folder, args.base, args.new, args.env, args.last), end="")
+
+
+if __name__ == "__main__":
+    main()
