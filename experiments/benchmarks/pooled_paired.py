@@ -7,7 +7,8 @@ sweep; this script takes report folders written with ``sweep.py report --evaluat
 different machines, each holding both configs, and prints for each folder and pooled over all:
 
 * the seed-by-seed differences ``NEW - BASE`` of the sweep report's three scores (the final
-  evaluation, the mean of the last ``--last`` and the area under the curve, :func:`run_scores`);
+  evaluation, the mean of the last ``--last`` and the area under the curve), paired as
+  ``sweep.py report --paired`` pairs them (:func:`paired_differences`);
 * their mean with a 95% bootstrap interval, and how many are above and below zero. The pooled
   interval resamples each folder's seeds within that folder (:func:`pooled_paired_entry`), so
   every resample keeps as many seeds per machine as the data has.
@@ -27,12 +28,11 @@ from pathlib import Path
 
 from super_sac.sweep.report import (
     SCORES,
-    archived_runs,
+    collect,
     paired_cell,
+    paired_differences,
     paired_entry,
     pooled_paired_entry,
-    read_curve,
-    run_scores,
 )
 
 Differences = dict[str, dict[int, float]]  # score -> seed -> NEW - BASE
@@ -42,35 +42,30 @@ def paired_scores(
     folder: str | Path, base: str, new: str, env: str | None = None, last: int = 3
 ) -> Differences:
     """``{score: {seed: new - base}}`` over the seeds at which the report folder holds both
-    configs on ``env`` (default: the folder's only env).
+    configs on ``env`` (default: the folder's only env): the sweep report's own pairing
+    (:func:`paired_differences`) of the folder's archived runs.
 
     :raises SystemExit: when a config is missing, the env is ambiguous or no seed is shared.
     """
-    runs = archived_runs(folder)
-    envs = sorted({run.env for run in runs})
+    data = collect([], archives=[folder])
     if env is None:
-        if len(envs) != 1:
-            raise SystemExit(f"error: {folder} holds runs on {envs}: name one with --env")
-        env = envs[0]
-    by_config: dict[str, dict[int, dict[str, float]]] = {}
-    for run in runs:
-        if run.env == env and run.config in (base, new):
-            by_config.setdefault(run.config, {})[run.seed] = run_scores(
-                *read_curve(run.source), last
-            )
+        if len(data["envs"]) != 1:
+            raise SystemExit(f"error: {folder} holds runs on {data['envs']}: name one with --env")
+        env = data["envs"][0]
     for config in (base, new):
-        if config not in by_config:
-            have = sorted({run.config for run in runs if run.env == env})
+        if not data["curves"].get((config, env)):
+            have = sorted(c for c, e in data["curves"] if e == env)
             raise SystemExit(
                 f"error: {folder} has no run of {config!r} on {env} (it has {', '.join(have)})"
             )
-    seeds = sorted(set(by_config[base]) & set(by_config[new]))
-    if not seeds:
+    pairs = [
+        p
+        for p in paired_differences(data, base, last=last)
+        if (p["config"], p["env"]) == (new, env)
+    ]
+    if not pairs:
         raise SystemExit(f"error: {folder}: {base} and {new} share no seed")
-    return {
-        score: {k: by_config[new][k][score] - by_config[base][k][score] for k in seeds}
-        for score in SCORES
-    }
+    return {score: {int(k): v for k, v in pairs[0][score]["per_seed"].items()} for score in SCORES}
 
 
 def table(

@@ -522,7 +522,14 @@ def paired_entry(diffs: dict[int, float], seed: int = 0) -> dict[str, Any]:
         ``ci_high``), ``higher`` and ``lower`` (the counts).
     """
     pooled = pooled_paired_entry([diffs], seed)
-    return {"n": pooled["n"], "per_seed": {str(k): v for k, v in diffs.items()}, **pooled}
+    per_seed = {str(k): v for k, v in diffs.items()}
+    return {
+        "n": pooled["n"],
+        "per_seed": per_seed,
+        "mean": pooled["mean"],
+        "higher": pooled["higher"],
+        "lower": pooled["lower"],
+    }
 
 
 def pooled_paired_entry(strata: list[dict[int, float]], seed: int = 0) -> dict[str, Any]:
@@ -890,7 +897,6 @@ def paired_cell(entry: dict[str, Any] | None, digits: int = 1) -> str:
 
 
 def _paired_lines(report: dict[str, Any]) -> list[str]:
-    cell = paired_cell
     base = report["paired"][0]["base"]
     threshold = report.get("threshold")
     head = f"| config | env | seeds | final | last-{report.get('last_evaluations', 3)} mean | AUC |"
@@ -909,11 +915,11 @@ def _paired_lines(report: dict[str, Any]) -> list[str]:
     ]
     for r in report["paired"]:
         line = (
-            f"| {r['config']} | {r['env']} | {', '.join(r['seeds'])} | {cell(r['final'])} "
-            f"| {cell(r['last'])} | {cell(r['auc'])} |"
+            f"| {r['config']} | {r['env']} | {', '.join(r['seeds'])} | {paired_cell(r['final'])} "
+            f"| {paired_cell(r['last'])} | {paired_cell(r['auc'])} |"
         )
         if threshold is not None:
-            line += f" {cell(r['first_reach'], 0)} |"
+            line += f" {paired_cell(r['first_reach'], 0)} |"
         lines.append(line)
     return lines
 
