@@ -266,6 +266,8 @@ class TrainConfig:
     afbc_critic_reduction: Literal["min", "mean"] = "min"
     #: draw AFBC batches with priority `(max(A, 0) + 1e-4)^0.6`, re-scored on every critic batch
     afbc_per: bool = False
+    #: AFBC's actor loss trains the encoder too, as in BC; False: only the critic's (the original's)
+    afbc_update_encoder: bool = False
 
     # --- Representation learning: DR3 and Markov state abstraction ---
     #: weight of DR3's critic-feature penalty `mean phi(s, a) . phi(s', a')` (Kumar et al. 2021)

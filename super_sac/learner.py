@@ -90,8 +90,11 @@ class Learner:
         )
         self.critic_optimizer = build_optimizer(critic, encoder)
         self.actor_optimizer = build_optimizer(actor)
-        # behavioral cloning trains the encoder through the actor's loss (no critic runs then)
-        self.bc_optimizer = build_optimizer(actor, encoder) if cfg.bc_warmup_steps > 0 else None
+        # behavioral cloning trains the encoder through the actor's loss (no critic runs then);
+        # with afbc_update_encoder the AFBC actor loss does too, through the same optimizer
+        # (Adam moments of its own, apart from the critic's, as the Markov optimizer's are)
+        trains_encoder = cfg.bc_warmup_steps > 0 or cfg.afbc_update_encoder
+        self.bc_optimizer = build_optimizer(actor, encoder) if trains_encoder else None
         # the Markov state abstraction trains the encoder and its heads by its own optimizer;
         # the heads share the encoder's settings, as in the original super_sac
         self.markov_optimizer = None
@@ -253,13 +256,18 @@ class Learner:
         )
 
     def afbc_step(self, batch: Batch, importance_weights: torch.Tensor | None = None) -> Logs:
-        """One advantage-filtered behavioral cloning update of the actor (AWAC/CRR-style); on
-        the last critic batch it reads the critic update's features (:meth:`critic_features`)."""
+        """One advantage-filtered behavioral cloning update of the actor (AWAC/CRR-style).
+
+        By default the actor reads detached features, on the last critic batch the critic
+        update's own (:meth:`critic_features`). With ``afbc_update_encoder`` the loss trains the
+        encoder too: the batch is encoded afresh and the encoder steps with the actor.
+        """
         cfg = self.cfg
+        update_encoder = cfg.afbc_update_encoder
         logs = learning.offline_actor_update(
             self.agent,
             batch,
-            self.actor_optimizer,
+            self.bc_optimizer if update_encoder else self.actor_optimizer,
             adv_filter=cfg.afbc_filter,
             temperature=cfg.afbc_temperature,
             max_weight=cfg.afbc_max_weight,
@@ -267,8 +275,11 @@ class Learner:
             critic_reduction=cfg.afbc_critic_reduction,
             importance_weights=importance_weights,
             actor_lambda=cfg.actor_lambda,
-            rep=self.critic_features(batch),
+            train_encoder=update_encoder,
+            rep=None if update_encoder else self.critic_features(batch),
         )
+        if update_encoder:
+            self._critic_features = None  # the encoder moved: the critic's features are stale
         self._after_actor_update()
         return logs
 

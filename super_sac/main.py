@@ -505,6 +505,7 @@ def super_sac(
     weight_type: str = "sunrise",
     bootstrap_mask_prob: float = 1.0,
     afbc_per: bool = False,
+    afbc_update_encoder: bool = False,
     afbc_critic_reduction: str = "min",
     afbc_filter: str = "binary",
     afbc_temperature: float = 1.0,

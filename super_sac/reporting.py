@@ -296,7 +296,8 @@ def describe_settings(trainer: Trainer) -> list[str]:
         f"{cfg.target_critic_ensemble_n}), hidden {agent.hidden_size}, device {trainer.device}",
         f"  phases: {cfg.bc_warmup_steps} behavioral cloning, {cfg.num_steps_offline} offline "
         f"(AFBC filter {cfg.afbc_filter!r}, advantage {agent.adv_method!r}"
-        f"{', prioritized' if cfg.afbc_per else ''}), then online actor updates: "
+        f"{', prioritized' if cfg.afbc_per else ''}"
+        f"{', trains the encoder' if cfg.afbc_update_encoder else ''}), then online actor updates: "
         f"{'PG ' if cfg.use_pg_update_online else ''}"
         f"{'AFBC' if cfg.use_afbc_update_online else ''}",
         f"  {cfg.num_steps_online} online steps x {cfg.transitions_per_online_step} "
