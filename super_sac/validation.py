@@ -845,6 +845,13 @@ def _validate_phases(cfg: TrainConfig, agent: Agent, buffer: ReplayBuffer) -> No
             "advantage-prioritized batches are only drawn by AFBC updates, and none run",
             "set num_steps_offline > 0 or use_afbc_update_online = True, or afbc_per = False",
         )
+    if cfg.afbc_update_encoder and not uses_afbc:
+        raise _err(
+            "afbc_update_encoder = True",
+            "only AFBC updates train the encoder through the actor's loss, and none run",
+            "set num_steps_offline > 0 or use_afbc_update_online = True, or "
+            "afbc_update_encoder = False",
+        )
     for key in ("afbc_temperature", "afbc_max_weight"):
         if not getattr(cfg, key) > 0:
             raise _err(f"{key} = {getattr(cfg, key)}", "must be > 0", "use e.g. 1.0 and 20.0")

@@ -1,6 +1,7 @@
 """SAC-Discrete: categorical actor, per-action critics, exact-expectation targets and losses,
 epsilon-greedy exploration, and the loop on CartPole."""
 
+import dataclasses
 import math
 from functools import partial
 from pathlib import Path
@@ -353,3 +354,68 @@ def test_awac_discrete_gin_runs_on_cartpole():
                         extra=["super_sac.save_to_disk = False"])  # fmt: skip
     assert summary["env_steps"] == 200 and summary["critic_updates"] == 100
     assert summary["actor_updates"] == 100 and np.isfinite(summary["final_eval_return"])
+
+
+def _minatar_learner(**settings):
+    from super_sac.learner import Learner
+    from super_sac.main import TrainConfig
+    from super_sac.nets.cnns import MinAtarEncoder
+
+    torch.manual_seed(0)
+    agent = Agent(3, MinAtarEncoder(2, emb_dim=8), discrete=True, hidden_size=16)
+    cfg = TrainConfig(init_alpha=0.0, alpha_lr=0.0, actor_lr=1e-3, encoder_lr=2e-3, **settings)
+    obs = {"obs": torch.randint(0, 2, (6, 2, 10, 10), dtype=torch.uint8)}
+    batch = learning_batch([0.0] * 6, [0.0] * 6, [0.99] * 6)
+    batch = dataclasses.replace(
+        batch, obs=obs, next_obs=obs, action=torch.tensor([0, 1, 2, 2, 1, 0])
+    )
+    return Learner(agent, cfg), batch
+
+
+def _encoder_params(agent):
+    return [p.detach().clone() for p in agent.encoder.parameters()]
+
+
+def test_afbc_trains_the_encoder_only_with_afbc_update_encoder():
+    for update_encoder in (False, True):
+        learner, batch = _minatar_learner(afbc_filter="none", afbc_update_encoder=update_encoder)
+        before = _encoder_params(learner.agent)
+        learner.afbc_step(batch)
+        moved = [not torch.equal(b, p) for b, p in zip(before, learner.agent.encoder.parameters())]
+        assert all(moved) if update_encoder else not any(moved)
+        assert learner.actor_updates == 1
+
+
+def test_afbc_update_encoder_takes_one_adam_step_of_the_filtered_bc_loss():
+    # binary filter: the encoder's first Adam step is -lr * g / (|g| + eps), g the gradient of
+    # -mean(1[A >= 0] log pi(a|s)) through the encoder, with A from the critics before the step
+    learner, batch = _minatar_learner(afbc_filter="binary", afbc_update_encoder=True)
+    agent = learner.agent
+    before = _encoder_params(agent)
+    rep = agent.encoder(batch.obs)
+    with torch.no_grad():
+        q = lu.reduce_critics(agent.critic(rep), "min")
+        v = (agent.actor(rep).probs * q).sum(1, keepdim=True)
+        keep = (q.gather(1, batch.action.reshape(-1, 1)) - v >= 0).float()
+    assert 0 < keep.sum() < len(keep)  # the filter drops some rows: the weights matter
+    loss = -(keep * agent.actor(rep).log_prob(batch.action).reshape(-1, 1)).mean()
+    grads = torch.autograd.grad(loss, list(agent.encoder.parameters()))
+    logs = learner.afbc_step(batch)
+    assert torch.allclose(logs["actor/afbc_loss"], loss.detach())
+    for b, g, p in zip(before, grads, agent.encoder.parameters()):
+        expected = b - 2e-3 * g / (g.abs() + 1e-8)
+        assert torch.allclose(p.detach(), expected, atol=1e-7)
+    # the critic optimizer's state of the encoder is untouched: its moments are its own
+    assert not any(p in learner.critic_optimizer.state for p in agent.encoder.parameters())
+
+
+def test_afbc_update_encoder_drops_the_critic_features_it_made_stale():
+    learner, batch = _minatar_learner(afbc_update_encoder=True)
+    learner.critic_step(batch, learner.alpha, 0.0)
+    assert learner.critic_features(batch) is not None
+    learner.afbc_step(batch)
+    assert learner.critic_features(batch) is None
+    learner, batch = _minatar_learner()  # without it the actor reads the cached features
+    learner.critic_step(batch, learner.alpha, 0.0)
+    learner.afbc_step(batch)
+    assert learner.critic_features(batch) is not None

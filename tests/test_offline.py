@@ -201,6 +201,10 @@ def test_resume_inside_the_offline_phase_continues_exactly(dataset, tmp_path, mo
     "kwargs, message",
     [
         ({"afbc_per": True, "num_steps_online": 1}, "afbc_per = True.*none run"),
+        (
+            {"afbc_update_encoder": True, "num_steps_online": 1},
+            "afbc_update_encoder = True.*none run",
+        ),
         ({"num_steps_offline": 1, "afbc_filter": "soft"}, "afbc_filter = 'soft'"),
         ({"num_steps_offline": 1, "afbc_temperature": 0.0}, "afbc_temperature = 0.0: must be > 0"),
         ({"use_pg_update_online": False, "num_steps_online": 1}, "no actor update would run"),
