@@ -6,6 +6,7 @@ import json
 import math
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 import gin
 import numpy as np
@@ -561,3 +562,25 @@ def test_aggregation_probe_averages_a_mixture_after_or_before_the_tanh():
     assert math.isclose(out["a_clip09"].item(), clipped.mean().item(), abs_tol=1e-6)
     u_clip = math.tanh(torch.atanh(clipped).mean().item())
     assert math.isclose(out["u_clip09"].item(), u_clip, abs_tol=1e-5)
+
+
+def test_minatar_offline_probe_scores_the_dataset_actions_by_hand():
+    probe = _benchmark_script("tuning/minatar/offline_probe")
+    # two states, three actions; the encoder passes the state's one-hot through
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]]))
+    q_min = torch.tensor([[1.0, 2.0, 0.0], [4.0, 3.0, 3.5]])
+    critic = torch.stack([q_min, q_min + 1.0])  # (critics, B, actions): the min is q_min
+    agent = SimpleNamespace(
+        encoder=lambda obs: obs["obs"],
+        actor=lambda rep: torch.distributions.Categorical(logits=rep @ logits),
+        critic=lambda rep: torch.einsum("sb,cba->csa", rep, critic),
+    )
+    data = SimpleNamespace(obs={"obs": np.eye(2, dtype=np.float32)}, action=np.array([0, 0]))
+    out = probe.dataset_scores(agent, data, batch=1)  # one state per batch: the sums add up
+    assert math.isclose(out["log_lik"], (math.log(0.5) + math.log(0.1)) / 2, rel_tol=1e-6)
+    assert out["actor_agree"] == 0.5  # argmax pi is 0 at state 0, 2 at state 1
+    assert out["critic_agree"] == 0.5  # argmax Q is 1 at state 0, 0 at state 1
+    # V = sum_a pi Q = 0.5 + 0.6 + 0 = 1.1 and 0.4 + 0.3 + 2.8 = 3.5: A = -0.1 (dropped), +0.5
+    assert out["kept"] == 0.5
+    assert math.isclose(out["action_gap"], (2.0 + 1.0) / 2)
+    assert math.isclose(out["v_spread"], torch.tensor([1.1, 3.5]).std().item(), rel_tol=1e-6)
