@@ -618,8 +618,8 @@ def offline_actor_update(
         or "mean".
     :param importance_weights: extra ``(B, 1)`` per-sample weights, or ``None``.
     :param train_encoder: let the loss train the encoder (behavioral cloning without critics,
-        where the encoder would otherwise never learn); otherwise the actor sees detached
-        features, as in the policy-gradient update.
+        where the encoder would otherwise never learn, and AFBC with ``afbc_update_encoder``);
+        otherwise the actor sees detached features, as in the policy-gradient update.
     :param actor_lambda: weight of the actor's invariance to augmentation on the batch's views
         (:func:`action_invariance`, on detached features; needs ``batch.views``).
     :param rep: detached features of ``batch.obs`` when the caller has them (the critic
