@@ -207,3 +207,14 @@ def test_minatar_datasets_are_recorded_from_a_random_policy_or_a_saved_agent(tmp
     assert set(np.unique(transitions.action).tolist()) <= {0, 1, 2}
     with pytest.raises(SystemExit, match="discrete"):
         cli.record_minatar_dataset(["--noise_std", "0.1", "--npz", str(tmp_path / "x.npz")])
+    with pytest.raises(SystemExit, match="random already"):
+        cli.record_minatar_dataset(["--epsilon", "0.5", "--npz", str(tmp_path / "x.npz")])
+    # --epsilon 1 with a saved agent: every action uniform, recorded in the summary
+    summary = cli.record_minatar_dataset(
+        ["--game", "breakout", "--policy", str(saved), "--config", "basic_online.gin",
+         "--transitions", "300", "--npz", str(agent_npz), "--max_episode_steps", "50",
+         "--epsilon", "1.0"],
+        search_dirs=[minatar],
+    )  # fmt: skip
+    transitions, _ = ds.load_npz(agent_npz)
+    assert summary["epsilon"] == 1.0 and set(np.unique(transitions.action).tolist()) == {0, 1, 2}

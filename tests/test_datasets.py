@@ -186,3 +186,39 @@ def test_discrete_datasets_keep_integer_actions(tmp_path):
     arrays["action"] = np.full_like(arrays["action"], 2)
     with pytest.raises(ds.DatasetError, match=r"indices span \[2, 2\], outside \[0, 2\)"):
         ds.load_transitions(_write(tmp_path / "bad.npz", **arrays), env)
+
+
+class _ConstantAgent:
+    """An agent that always samples action 2 (discrete) or 0.5 in every dimension."""
+
+    def __init__(self, discrete):
+        self.discrete = discrete
+
+    def sample_action(self, obs):
+        return 2 if self.discrete else np.full(3, 0.5, np.float32)
+
+    forward = sample_action
+
+
+def test_agent_policy_epsilon_replaces_the_agents_actions_by_uniform_ones():
+    obs = {"obs": np.zeros(2, np.float32)}
+    # discrete: the same generator decides each step, so the steps it picks are the random ones
+    act = ds.agent_policy(_ConstantAgent(True), seed=3, epsilon=0.25, num_actions=5)
+    actions = np.array([int(act(obs)) for _ in range(4000)])
+    rng = np.random.default_rng(3)
+    expected = []
+    for _ in range(4000):
+        expected.append(int(rng.integers(5)) if rng.random() < 0.25 else 2)
+    assert np.array_equal(actions, expected)
+    replaced = actions != 2  # a random pick of 2 looks like the agent's: 0.25 * 4 / 5 = 0.2
+    assert abs(replaced.mean() - 0.2) < 0.02 and set(actions[replaced]) == {0, 1, 3, 4}
+    assert int(ds.agent_policy(_ConstantAgent(True))(obs)) == 2  # epsilon 0: the agent's
+    # continuous: uniform on [-1, 1]^A in place of the agent's (noise_std not added to them)
+    act = ds.agent_policy(_ConstantAgent(False), noise_std=0.0, seed=0, epsilon=1.0)
+    samples = np.stack([act(obs) for _ in range(2000)])
+    assert samples.shape == (2000, 3) and samples.dtype == np.float32
+    assert samples.min() >= -1 and samples.max() <= 1 and abs(samples.mean()) < 0.05
+    with pytest.raises(ValueError, match="num_actions"):
+        ds.agent_policy(_ConstantAgent(True), epsilon=0.1)
+    with pytest.raises(ValueError, match=r"epsilon = 1.5"):
+        ds.agent_policy(_ConstantAgent(False), epsilon=1.5)

@@ -94,6 +94,12 @@ def add_record_args(p: argparse.ArgumentParser, default_config: str) -> None:
     p.add_argument("--transitions", type=int, default=100_000)
     p.add_argument("--noise_std", type=float, default=0.0, help="Gaussian action noise std")
     p.add_argument(
+        "--epsilon",
+        type=float,
+        default=0.0,
+        help="with this probability per step, a uniform random action instead of the agent's",
+    )
+    p.add_argument(
         "--deterministic",
         action="store_true",
         help="act with the policy's mean instead of sampling it",
@@ -165,11 +171,22 @@ def record(
         getattr(args, "env", None) or getattr(args, "game", None) or f"{args.domain}-{args.task}"
     )
     if args.policy == "random":
+        if args.epsilon > 0:
+            raise SystemExit(
+                "error: --epsilon mixes random actions into a saved agent's; "
+                "--policy random is random already"
+            )
         policy = datasets.random_policy(env, args.seed)
     else:
         agent = load_agent(args.policy, args.config, env, search_dirs, agent_builder)
+        space = env.action_space
         policy = datasets.agent_policy(
-            agent, args.noise_std, stochastic=not args.deterministic, seed=args.seed
+            agent,
+            args.noise_std,
+            stochastic=not args.deterministic,
+            seed=args.seed,
+            epsilon=args.epsilon,
+            num_actions=int(space.n) if hasattr(space, "n") else None,
         )
     episodes, obs_space, act_space = datasets.record_episodes(
         env, policy, args.transitions, seed=args.seed
@@ -181,6 +198,7 @@ def record(
         "env": env_name,
         "policy": args.policy,
         "noise_std": args.noise_std,
+        "epsilon": args.epsilon,
         "transitions": int(sum(len(ep.rewards) for ep in episodes)),
         "episodes": len(episodes),
         "complete_episode_returns": returns,
@@ -194,7 +212,8 @@ def record(
             act_space,
             datasets_path=args.datasets_path,
             overwrite=args.overwrite,
-            algorithm_name=f"super_sac {args.label or args.policy} (noise {args.noise_std})",
+            algorithm_name=f"super_sac {args.label or args.policy} "
+            f"(noise {args.noise_std}, epsilon {args.epsilon})",
             description=f"{env_name}, recorded by super_sac's record_replay.py",
         )
         summary["minari_folder"] = str(folder)

@@ -22,16 +22,40 @@ def random_policy(env: gym.Env, seed: int | None = None) -> Policy:
 
 
 def agent_policy(
-    agent: Any, noise_std: float = 0.0, stochastic: bool = True, seed: int | None = None
+    agent: Any,
+    noise_std: float = 0.0,
+    stochastic: bool = True,
+    seed: int | None = None,
+    epsilon: float = 0.0,
+    num_actions: int | None = None,
 ) -> Policy:
     """Actions of a trained agent: policy samples (``stochastic``, as D4RL recorded its SAC
     policies) or its mean action, plus optional Gaussian noise ``N(0, noise_std^2)``, clipped
-    to ``[-1, 1]`` (continuous actions; discrete agents' indices are used as they are)."""
+    to ``[-1, 1]`` (continuous actions; discrete agents' indices are used as they are).
+
+    :param epsilon: with this probability per step, a uniform random action instead (an index
+        below ``num_actions`` for a discrete agent, else uniform on ``[-1, 1]^A``): the noisy
+        datasets of Grigsby & Qi (2021, arXiv:2110.04698), where the filter has to find the
+        agent's actions among random ones.
+    :param num_actions: the discrete agent's number of actions (needed with ``epsilon``).
+    :raises ValueError: on ``epsilon`` outside ``[0, 1]``, or a discrete agent with ``epsilon``
+        but no ``num_actions``.
+    """
+    if not 0.0 <= epsilon <= 1.0:
+        raise ValueError(f"epsilon = {epsilon}: a probability, in [0, 1]")
+    discrete = bool(getattr(agent, "discrete", False))
+    if discrete and epsilon > 0 and num_actions is None:
+        raise ValueError("epsilon with a discrete agent needs num_actions (env.action_space.n)")
     rng = np.random.default_rng(seed)
 
     def act(obs: dict[str, np.ndarray]) -> np.ndarray:
         action = agent.sample_action(obs) if stochastic else agent.forward(obs)
-        if getattr(agent, "discrete", False):  # an action index: no noise, no clipping
+        if epsilon > 0 and rng.random() < epsilon:
+            if discrete:
+                return np.asarray(rng.integers(num_actions))
+            shape = np.shape(action)
+            return rng.uniform(-1.0, 1.0, size=shape).astype(np.float32)
+        if discrete:  # an action index: no noise, no clipping
             return np.asarray(action)
         action = np.asarray(action, dtype=np.float32)
         if noise_std > 0:
