@@ -839,19 +839,17 @@ def _validate_phases(cfg: TrainConfig, agent: Agent, buffer: ReplayBuffer) -> No
             "use_afbc_update_online = True (AWAC-style)",
         )
     uses_afbc = cfg.num_steps_offline > 0 or cfg.use_afbc_update_online
-    if cfg.afbc_per and not uses_afbc:
-        raise _err(
-            "afbc_per = True",
-            "advantage-prioritized batches are only drawn by AFBC updates, and none run",
-            "set num_steps_offline > 0 or use_afbc_update_online = True, or afbc_per = False",
-        )
-    if cfg.afbc_update_encoder and not uses_afbc:
-        raise _err(
-            "afbc_update_encoder = True",
-            "only AFBC updates train the encoder through the actor's loss, and none run",
-            "set num_steps_offline > 0 or use_afbc_update_online = True, or "
-            "afbc_update_encoder = False",
-        )
+    afbc_only = {
+        "afbc_per": "advantage-prioritized batches are only drawn by AFBC updates",
+        "afbc_update_encoder": "only AFBC updates train the encoder through the actor's loss",
+    }
+    for key, why in afbc_only.items():
+        if getattr(cfg, key) and not uses_afbc:
+            raise _err(
+                f"{key} = True",
+                f"{why}, and none run",
+                f"set num_steps_offline > 0 or use_afbc_update_online = True, or {key} = False",
+            )
     for key in ("afbc_temperature", "afbc_max_weight"):
         if not getattr(cfg, key) > 0:
             raise _err(f"{key} = {getattr(cfg, key)}", "must be > 0", "use e.g. 1.0 and 20.0")

@@ -571,6 +571,7 @@ def test_minatar_offline_probe_scores_the_dataset_actions_by_hand():
     q_min = torch.tensor([[1.0, 2.0, 0.0], [4.0, 3.0, 3.5]])
     critic = torch.stack([q_min, q_min + 1.0])  # (critics, B, actions): the min is q_min
     agent = SimpleNamespace(
+        discrete=True,
         encoder=lambda obs: obs["obs"],
         actor=lambda rep: torch.distributions.Categorical(logits=rep @ logits),
         critic=lambda rep: torch.einsum("sb,cba->csa", rep, critic),

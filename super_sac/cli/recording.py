@@ -17,6 +17,7 @@ import super_sac
 from super_sac import datasets
 from super_sac.cli.factories import (
     MINATAR_GAMES,
+    action_spec,
     build_agent,
     dmc_agent,
     dmc_env_kwargs,
@@ -179,14 +180,14 @@ def record(
         policy = datasets.random_policy(env, args.seed)
     else:
         agent = load_agent(args.policy, args.config, env, search_dirs, agent_builder)
-        space = env.action_space
+        size, discrete = action_spec(env.action_space)
         policy = datasets.agent_policy(
             agent,
             args.noise_std,
             stochastic=not args.deterministic,
             seed=args.seed,
             epsilon=args.epsilon,
-            num_actions=int(space.n) if hasattr(space, "n") else None,
+            num_actions=size if discrete else None,
         )
     episodes, obs_space, act_space = datasets.record_episodes(
         env, policy, args.transitions, seed=args.seed

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from super_sac import datasets, evaluation, set_seed
+from super_sac import adv_estimator, datasets, evaluation, set_seed
 from super_sac import learning_utils as lu
 from super_sac.cli.factories import minatar_agent
 from super_sac.cli.recording import load_agent
@@ -65,11 +65,13 @@ def dataset_scores(agent, transitions, batch: int = 2048) -> dict[str, float]:
         rep = agent.encoder(obs)
         dist = agent.actor(rep)
         q = lu.reduce_critics(agent.critic(rep), "min")
-        v = (dist.probs * q).sum(-1)
+        # V and the filter as the offline actor update computes them
+        v = adv_estimator.estimate_value(agent, rep, "indirect").squeeze(1)
+        kept = adv_estimator.filter_weights(q.gather(1, action[:, None]).squeeze(1) - v, "binary")
         sums["log_lik"] += float(dist.log_prob(action).sum())
         sums["actor_agree"] += float((dist.probs.argmax(-1) == action).sum())
         sums["critic_agree"] += float((q.argmax(-1) == action).sum())
-        sums["kept"] += float((q.gather(1, action[:, None]).squeeze(1) - v >= 0).sum())
+        sums["kept"] += float(kept.sum())
         sums["action_gap"] += float((q.amax(-1) - q.amin(-1)).sum())
         values.append(v)
     out = {k: s / n for k, s in sums.items()}
