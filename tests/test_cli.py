@@ -3,6 +3,7 @@ and unknown envs, malformed gin bindings and other mistakes end in one line with
 
 import re
 import runpy
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -218,3 +219,60 @@ def test_minatar_datasets_are_recorded_from_a_random_policy_or_a_saved_agent(tmp
     )  # fmt: skip
     transitions, _ = ds.load_npz(agent_npz)
     assert summary["epsilon"] == 1.0 and set(np.unique(transitions.action).tolist()) == {0, 1, 2}
+
+
+def test_minatar_replay_of_a_training_run_is_written_as_its_episodes(tmp_path):
+    """--replay writes what an online run collected, in order, checked against its counters."""
+    import numpy as np
+    import torch
+
+    from super_sac import datasets as ds
+
+    minatar = ROOT / "experiments" / "minatar"
+    bindings = ["Agent.hidden_size = 16", "MinAtarEncoder.emb_dim = 8", "ReplayBuffer.size = 1000",
+                "super_sac.batch_size = 8", "super_sac.random_warmup_steps = 50",
+                "super_sac.eval_interval = 300", "super_sac.eval_episodes = 1",
+                "super_sac.checkpoint_interval = 150", "super_sac.verbosity = 0"]  # fmt: skip
+    run = tmp_path / "run"
+    argv = ["--game", "breakout", "--config", "basic_online.gin", "--steps", "300", "--seed", "0",
+            "--max_episode_steps", "40", "--logging", "none", "--run_dir", str(run)]  # fmt: skip
+    n_step_1 = [*bindings, "super_sac.n_step = 1"]
+    cli.train_minatar(
+        argv + [x for b in n_step_1 for x in ("--gin_bindings", b)], search_dirs=[minatar]
+    )
+    ckpt = run / "checkpoints" / "ckpt_300"
+    out = tmp_path / "replay.npz"
+    summary = cli.record_minatar_dataset(
+        ["--game", "breakout", "--replay", str(ckpt), "--npz", str(out),
+         "--max_episode_steps", "40"]
+    )  # fmt: skip
+    data, space = ds.load_npz(out)
+    finished = torch.load(ckpt / "state.pt", weights_only=True)["counters"]["episodes"]
+    with np.load(ckpt / "buffer.npz") as buf:
+        action = buf["action"][:300].reshape(-1)
+        reward, done = buf["reward"][:300].reshape(-1), buf["done"][:300].reshape(-1) > 0.5
+    assert summary["transitions"] == 300 and space.n == 3
+    # episodes of at most 40 steps: at least 8, and all but the last one the run finished
+    assert summary["episodes"] - 1 <= finished <= summary["episodes"] and finished >= 7
+    np.testing.assert_array_equal(data.action, action)
+    np.testing.assert_allclose(data.reward, reward)
+    np.testing.assert_array_equal(data.terminated, done)
+    # each episode's end is a termination or a truncation; inside one, next_obs is the next obs
+    ends = data.terminated | data.truncated
+    assert ends[-1] and ends.sum() == summary["episodes"]
+    inner = ~ends[:-1]
+    np.testing.assert_array_equal(data.next_obs["obs"][:-1][inner], data.obs["obs"][1:][inner])
+    assert summary["policy"] == f"replay of {ckpt}"
+    with pytest.raises(SystemExit, match="--policy, --transitions would shape a new recording"):
+        cli.record_minatar_dataset(
+            ["--replay", str(ckpt), "--policy", str(run), "--transitions", "10", "--npz", str(out)]
+        )
+    with pytest.raises(ds.DatasetError, match="no buffer.npz"):
+        cli.record_minatar_dataset(["--replay", str(run), "--npz", str(out)])
+    # a buffer that disagrees with the run's counters (here: one step more counted) is refused
+    shutil.copytree(ckpt, tmp_path / "edited")
+    state = torch.load(ckpt / "state.pt", weights_only=True)
+    state["counters"]["env_steps"] = 301
+    torch.save(state, tmp_path / "edited" / "state.pt")
+    with pytest.raises(ds.DatasetError, match="took 301 env steps.*n_step = 1"):
+        cli.record_minatar_dataset(["--replay", str(tmp_path / "edited"), "--npz", str(out)])

@@ -56,7 +56,7 @@ import numpy as np
 
 from super_sac import cli, datasets
 from super_sac.cli import dataset_id, normalized_score
-from super_sac.replay import replay_episodes
+from super_sac.replay import checkpoint_episodes
 from super_sac.utils import sha256_file
 
 HERE = Path(__file__).resolve().parent
@@ -382,8 +382,7 @@ def record_replay(out: Path, env_id: str, checkpoint: Path, overwrite: bool) -> 
     """
     env = cli.make_env(env_id, None)
     act_space = datasets.raw_action_space(env)
-    episodes = replay_episodes(checkpoint / "buffer.npz", act_space)
-    check_replay_matches_run(checkpoint, episodes)
+    episodes = checkpoint_episodes(checkpoint, act_space)
     quality = "medium-replay"
     label = relative_to(checkpoint, out)
     datasets.save_minari(
@@ -409,27 +408,6 @@ def record_replay(out: Path, env_id: str, checkpoint: Path, overwrite: bool) -> 
         "episodes": len(episodes),
         "return_mean": float(np.mean(returns)) if returns else float("nan"),
     }
-
-
-def check_replay_matches_run(checkpoint: Path, episodes: list[datasets.Episode]) -> None:
-    """The replay holds one transition per env step of the run and, before its last (possibly
-    unfinished) episode, as many episodes as the run finished (checkpoint counters)."""
-    import torch
-
-    counters = torch.load(checkpoint / "state.pt", map_location="cpu", weights_only=True)[
-        "counters"
-    ]
-    transitions = sum(len(ep.rewards) for ep in episodes)
-    finished = int(counters["episodes"])
-    if transitions != int(counters["env_steps"]) or not (
-        len(episodes) - 1 <= finished <= len(episodes)
-    ):
-        raise datasets.DatasetError(
-            f"{checkpoint}: the replay buffer gives {transitions} transitions in "
-            f"{len(episodes)} episodes, but the run took {counters['env_steps']} env steps and "
-            f"finished {finished} episodes. The replay can be read back only from a run with one "
-            "training env and n_step = 1 (train with --stage train)"
-        )
 
 
 def dataset_files(out: Path, env_id: str, quality: str) -> list[Path]:

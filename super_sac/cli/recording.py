@@ -29,6 +29,7 @@ from super_sac.cli.parsers import add_dmc_args
 from super_sac.cli.runner import (
     parse_gin_args,
 )
+from super_sac.replay import checkpoint_episodes
 from super_sac.wrappers import make_minatar_env
 
 PathLike = str | os.PathLike
@@ -91,8 +92,16 @@ def add_record_args(p: argparse.ArgumentParser, default_config: str) -> None:
         default="random",
         help="'random', or a saved agent: a run directory / agent.pt / checkpoint folder",
     )
+    p.add_argument(
+        "--replay",
+        default=None,
+        metavar="CHECKPOINT",
+        help="write the whole replay of a training run up to this checkpoint folder "
+        "(<run>/checkpoints/ckpt_N: one env, n_step 1) instead of recording a policy: a "
+        "mixed-quality dataset like D4RL's medium-replay",
+    )
     p.add_argument("--config", default=default_config, help="gin file the agent was trained with")
-    p.add_argument("--transitions", type=int, default=100_000)
+    p.add_argument("--transitions", type=int, default=None, help="default 100000")
     p.add_argument("--noise_std", type=float, default=0.0, help="Gaussian action noise std")
     p.add_argument(
         "--epsilon",
@@ -165,12 +174,84 @@ def record(
     """
     if args.dataset_id is None and args.npz is None:
         raise SystemExit("error: give --dataset_id (Minari) and/or --npz")
+    _check_replay_args(args)
     torch.set_num_threads(args.threads)
     super_sac.set_seed(args.seed)
     env = make() if make is not None else make_env(args.env, args.max_episode_steps)
     env_name = (
         getattr(args, "env", None) or getattr(args, "game", None) or f"{args.domain}-{args.task}"
     )
+    if args.replay is not None:
+        obs_space, act_space = datasets.raw_observation_space(env), datasets.raw_action_space(env)
+        episodes = checkpoint_episodes(args.replay, act_space, datasets.flat_observation_key(env))
+        source = f"replay of {args.replay}"
+    else:
+        episodes, obs_space, act_space = _record_policy(args, env, search_dirs, agent_builder)
+        source = args.policy
+    limit = getattr(getattr(env, "spec", None), "max_episode_steps", None)
+    complete = [ep for i, ep in enumerate(episodes) if _complete(ep, limit, i == len(episodes) - 1)]
+    returns = [float(np.sum(ep.rewards)) for ep in complete]
+    summary = {
+        "env": env_name,
+        "policy": source,
+        "noise_std": args.noise_std,
+        "epsilon": args.epsilon,
+        "transitions": int(sum(len(ep.rewards) for ep in episodes)),
+        "episodes": len(episodes),
+        "complete_episode_returns": returns,
+        "return_mean": float(np.mean(returns)) if returns else float("nan"),
+    }
+    if args.dataset_id:
+        folder = datasets.save_minari(
+            args.dataset_id,
+            episodes,
+            obs_space,
+            act_space,
+            datasets_path=args.datasets_path,
+            overwrite=args.overwrite,
+            algorithm_name=f"super_sac {args.label or source} "
+            f"(noise {args.noise_std}, epsilon {args.epsilon})",
+            description=f"{env_name}, recorded by super_sac's record_replay.py",
+        )
+        summary["minari_folder"] = str(folder)
+    if args.npz:
+        summary["npz"] = str(datasets.save_npz(args.npz, episodes, act_space))
+    env.close()
+    return summary
+
+
+def _check_replay_args(args: argparse.Namespace) -> None:
+    """``--replay`` writes what the run collected: options that shape a recording conflict."""
+    if args.replay is None:
+        if args.transitions is None:
+            args.transitions = 100_000
+        return
+    given = [
+        flag
+        for flag, value in (
+            ("--policy", args.policy != "random"),
+            ("--transitions", args.transitions is not None),
+            ("--noise_std", args.noise_std != 0.0),
+            ("--epsilon", args.epsilon != 0.0),
+            ("--deterministic", args.deterministic),
+        )
+        if value
+    ]
+    if given:
+        raise SystemExit(
+            f"error: --replay writes every transition the run collected, as it collected "
+            f"them; {', '.join(given)} would shape a new recording. Drop "
+            f"{'it' if len(given) == 1 else 'them'}, or drop --replay to record a policy"
+        )
+
+
+def _record_policy(
+    args: argparse.Namespace,
+    env: gym.Env,
+    search_dirs: SearchDirs,
+    agent_builder: AgentBuilder,
+) -> tuple[list[datasets.Episode], Any, Any]:
+    """Run ``--policy`` (random or a saved agent) for ``--transitions`` transitions."""
     if args.policy == "random":
         if args.epsilon > 0:
             raise SystemExit(
@@ -189,39 +270,7 @@ def record(
             epsilon=args.epsilon,
             num_actions=size if discrete else None,
         )
-    episodes, obs_space, act_space = datasets.record_episodes(
-        env, policy, args.transitions, seed=args.seed
-    )
-    limit = getattr(getattr(env, "spec", None), "max_episode_steps", None)
-    complete = [ep for i, ep in enumerate(episodes) if _complete(ep, limit, i == len(episodes) - 1)]
-    returns = [float(np.sum(ep.rewards)) for ep in complete]
-    summary = {
-        "env": env_name,
-        "policy": args.policy,
-        "noise_std": args.noise_std,
-        "epsilon": args.epsilon,
-        "transitions": int(sum(len(ep.rewards) for ep in episodes)),
-        "episodes": len(episodes),
-        "complete_episode_returns": returns,
-        "return_mean": float(np.mean(returns)) if returns else float("nan"),
-    }
-    if args.dataset_id:
-        folder = datasets.save_minari(
-            args.dataset_id,
-            episodes,
-            obs_space,
-            act_space,
-            datasets_path=args.datasets_path,
-            overwrite=args.overwrite,
-            algorithm_name=f"super_sac {args.label or args.policy} "
-            f"(noise {args.noise_std}, epsilon {args.epsilon})",
-            description=f"{env_name}, recorded by super_sac's record_replay.py",
-        )
-        summary["minari_folder"] = str(folder)
-    if args.npz:
-        summary["npz"] = str(datasets.save_npz(args.npz, episodes, act_space))
-    env.close()
-    return summary
+    return datasets.record_episodes(env, policy, args.transitions, seed=args.seed)
 
 
 def _complete(episode: Any, limit: int | None, last: bool) -> bool:

@@ -16,7 +16,8 @@ The package is split by job; everything public is importable from ``super_sac.re
 * :mod:`~super_sac.replay.offline`: filling the buffer from an offline dataset
   (``load_dataset``).
 * :mod:`~super_sac.replay.episodes`: :func:`replay_episodes`, a saved buffer read back as the
-  episodes of the run that filled it (a "replay" dataset such as D4RL's medium-replay).
+  episodes of the run that filled it (a "replay" dataset such as D4RL's medium-replay), and
+  :func:`checkpoint_episodes`, the same for a checkpoint folder, checked against its counters.
 * :mod:`~super_sac.replay.advantage_index`: :class:`AdvantageIndex`, the AFBC actor-sampling
   index kept beside a buffer.
 * :mod:`~super_sac.replay.nstep`: :class:`NStepQueue`, which folds per-step transitions of
@@ -28,7 +29,7 @@ as ``ReplayBuffer.size = ...`` and ``replay.ReplayBuffer.size = ...`` both work.
 
 from super_sac.replay.advantage_index import AdvantageIndex
 from super_sac.replay.buffer import Batch, ReplayBuffer
-from super_sac.replay.episodes import replay_episodes
+from super_sac.replay.episodes import checkpoint_episodes, replay_episodes
 from super_sac.replay.nstep import NStepQueue
 from super_sac.replay.segment_tree import MinTree, SumTree
 
@@ -39,5 +40,6 @@ __all__ = [
     "NStepQueue",
     "ReplayBuffer",
     "SumTree",
+    "checkpoint_episodes",
     "replay_episodes",
 ]
