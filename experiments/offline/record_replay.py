@@ -11,7 +11,8 @@ uniform random policy, in Minari's format (local, never downloaded) or as a plai
         --dataset_id super_sac/halfcheetah-expert-v0 --npz offline_data/npz/expert.npz
     # the whole replay of a training run (one env, n_step 1) up to one of its checkpoints
     python experiments/offline/record_replay.py --env HalfCheetah-v5 \
-        --replay saves/sac_HalfCheetah-v5_0/checkpoints/ckpt_100000 --npz offline_data/npz/replay.npz
+        --replay saves/sac_HalfCheetah-v5_0/checkpoints/ckpt_100000 \
+        --npz offline_data/npz/replay.npz
 
 The agent is rebuilt from ``--config`` (the gin file it was trained with) before its weights
 are loaded. Actions are stored in the env's own units with its action space, observations as
