@@ -33,6 +33,7 @@ from super_sac.replay import checkpoint_episodes
 from super_sac.wrappers import make_minatar_env
 
 PathLike = str | os.PathLike
+DEFAULT_TRANSITIONS = 100_000
 AgentBuilder = Callable[[gym.Env, torch.device], super_sac.Agent]
 SearchDirs = Sequence[PathLike]
 
@@ -101,7 +102,7 @@ def add_record_args(p: argparse.ArgumentParser, default_config: str) -> None:
         "mixed-quality dataset like D4RL's medium-replay",
     )
     p.add_argument("--config", default=default_config, help="gin file the agent was trained with")
-    p.add_argument("--transitions", type=int, default=None, help="default 100000")
+    p.add_argument("--transitions", type=int, default=None, help=f"default {DEFAULT_TRANSITIONS}")
     p.add_argument("--noise_std", type=float, default=0.0, help="Gaussian action noise std")
     p.add_argument(
         "--epsilon",
@@ -223,8 +224,6 @@ def record(
 def _check_replay_args(args: argparse.Namespace) -> None:
     """``--replay`` writes what the run collected: options that shape a recording conflict."""
     if args.replay is None:
-        if args.transitions is None:
-            args.transitions = 100_000
         return
     given = [
         flag
@@ -270,7 +269,8 @@ def _record_policy(
             epsilon=args.epsilon,
             num_actions=size if discrete else None,
         )
-    return datasets.record_episodes(env, policy, args.transitions, seed=args.seed)
+    size = DEFAULT_TRANSITIONS if args.transitions is None else args.transitions
+    return datasets.record_episodes(env, policy, size, seed=args.seed)
 
 
 def _complete(episode: Any, limit: int | None, last: bool) -> bool:
