@@ -13,6 +13,9 @@ The folder is assembled under a temporary name, every file is fsynced, and only 
 into place (an atomic step on POSIX file systems), so a crash leaves either the previous
 checkpoints or a complete new one, never a half-written one. On load the manifest is checked and a
 corrupted or truncated checkpoint is skipped, with a warning, in favour of the previous one.
+
+A checkpoint's buffer is also the run's whole replay: :func:`checkpoint_episodes` reads it back
+as the episodes the agent collected (a "medium-replay" dataset).
 """
 
 from __future__ import annotations
@@ -31,10 +34,13 @@ import torch
 
 from super_sac import reporting
 from super_sac.agent import completed_signature
-from super_sac.replay import ReplayBuffer
+from super_sac.datasets import DatasetError, Episode
+from super_sac.replay import ReplayBuffer, replay_episodes
 from super_sac.utils import sha256_file
 
 if TYPE_CHECKING:
+    from gymnasium import spaces
+
     from super_sac.main import Trainer
 
 CHECKPOINT_DIRNAME = "checkpoints"
@@ -242,6 +248,54 @@ def load_latest(
                 problem = f"could not be read ({type(err).__name__}: {err})"
         warnings.warn(f"skipping corrupted checkpoint {folder}: {problem}", stacklevel=2)
     raise CheckpointError(f"every checkpoint in {checkpoint_root(run_dir)} is corrupted")
+
+
+def checkpoint_episodes(
+    checkpoint: str | os.PathLike,
+    action_space: spaces.Space,
+    flat_key: str | None = "obs",
+) -> list[Episode]:
+    """The replay of a training run up to one of its checkpoints, as episodes (D4RL's
+    "medium-replay" when the checkpoint is the medium policy's).
+
+    Verifies the checkpoint against its manifest (:func:`verify_checkpoint`), reads its replay
+    buffer with :func:`super_sac.replay.replay_episodes` and checks the episodes against the
+    run's own counters: one transition per env step, and, before the last (possibly unfinished)
+    episode, as many episodes as the run finished.
+
+    :param checkpoint: a checkpoint folder, e.g. ``<run>/checkpoints/ckpt_50000``.
+    :param action_space: the raw env's action space (see :func:`~super_sac.replay.replay_episodes`).
+    :param flat_key: as in :func:`~super_sac.replay.replay_episodes`.
+    :raises DatasetError: when the folder is not a complete checkpoint, a file does not match its
+        checksum, or the buffer and the counters disagree (several training envs, whose steps
+        interleave, or n-step transitions).
+    """
+    folder = Path(checkpoint)
+    if not (folder / _MANIFEST).is_file():
+        raise DatasetError(
+            f"{folder}: no {_MANIFEST}, so it is not a checkpoint folder. Fix: pass one of "
+            f"<run>/{CHECKPOINT_DIRNAME}/ckpt_<env steps>, which holds the run's replay buffer"
+        )
+    problem = verify_checkpoint(folder)
+    if problem is not None:
+        raise DatasetError(
+            f"{folder}: {problem}. Fix: read an intact checkpoint of the run (the one before, "
+            "or the run's checkpoints written again by resuming it)"
+        )
+    episodes = replay_episodes(folder / _BUFFER_FILE, action_space, flat_key)
+    counters = torch.load(folder / _STATE_FILE, map_location="cpu", weights_only=True)["counters"]
+    transitions = sum(len(ep.rewards) for ep in episodes)
+    finished = int(counters["episodes"])
+    if transitions != int(counters["env_steps"]) or not (
+        len(episodes) - 1 <= finished <= len(episodes)
+    ):
+        raise DatasetError(
+            f"{folder}: the replay buffer gives {transitions} transitions in {len(episodes)} "
+            f"episodes, but the run took {counters['env_steps']} env steps and finished "
+            f"{finished} episodes. Fix: read the replay of a run with one training env and "
+            "super_sac.n_step = 1"
+        )
+    return episodes
 
 
 def describe_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:

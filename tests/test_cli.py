@@ -223,10 +223,13 @@ def test_minatar_datasets_are_recorded_from_a_random_policy_or_a_saved_agent(tmp
 
 def test_minatar_replay_of_a_training_run_is_written_as_its_episodes(tmp_path):
     """--replay writes what an online run collected, in order, checked against its counters."""
+    import json
+
     import numpy as np
     import torch
 
     from super_sac import datasets as ds
+    from super_sac.utils import sha256_file
 
     minatar = ROOT / "experiments" / "minatar"
     bindings = ["Agent.hidden_size = 16", "MinAtarEncoder.emb_dim = 8", "ReplayBuffer.size = 1000",
@@ -267,12 +270,22 @@ def test_minatar_replay_of_a_training_run_is_written_as_its_episodes(tmp_path):
         cli.record_minatar_dataset(
             ["--replay", str(ckpt), "--policy", str(run), "--transitions", "10", "--npz", str(out)]
         )
-    with pytest.raises(ds.DatasetError, match="no buffer.npz"):
+    with pytest.raises(ds.DatasetError, match="no MANIFEST.json, so it is not a checkpoint"):
         cli.record_minatar_dataset(["--replay", str(run), "--npz", str(out)])
-    # a buffer that disagrees with the run's counters (here: one step more counted) is refused
-    shutil.copytree(ckpt, tmp_path / "edited")
+    # a buffer that disagrees with the run's counters (here: one step more counted) is refused,
+    # first as a file that no longer matches the manifest, then (manifest rewritten) by the counters
+    edited = tmp_path / "edited"
+    shutil.copytree(ckpt, edited)
     state = torch.load(ckpt / "state.pt", weights_only=True)
     state["counters"]["env_steps"] = 301
-    torch.save(state, tmp_path / "edited" / "state.pt")
+    torch.save(state, edited / "state.pt")
+    with pytest.raises(ds.DatasetError, match="state.pt (has .* bytes|does not match).*Fix"):
+        cli.record_minatar_dataset(["--replay", str(edited), "--npz", str(out)])
+    manifest = json.loads((edited / "MANIFEST.json").read_text())
+    manifest["files"]["state.pt"] = {
+        "sha256": sha256_file(edited / "state.pt"),
+        "bytes": (edited / "state.pt").stat().st_size,
+    }
+    (edited / "MANIFEST.json").write_text(json.dumps(manifest))
     with pytest.raises(ds.DatasetError, match="took 301 env steps.*n_step = 1"):
-        cli.record_minatar_dataset(["--replay", str(tmp_path / "edited"), "--npz", str(out)])
+        cli.record_minatar_dataset(["--replay", str(edited), "--npz", str(out)])

@@ -55,8 +55,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from super_sac import cli, datasets
+from super_sac.checkpoint import checkpoint_episodes
 from super_sac.cli import dataset_id, normalized_score
-from super_sac.replay import checkpoint_episodes
 from super_sac.utils import sha256_file
 
 HERE = Path(__file__).resolve().parent

@@ -15,6 +15,7 @@ import torch
 
 import super_sac
 from super_sac import datasets
+from super_sac.checkpoint import checkpoint_episodes
 from super_sac.cli.factories import (
     MINATAR_GAMES,
     action_spec,
@@ -29,7 +30,6 @@ from super_sac.cli.parsers import add_dmc_args
 from super_sac.cli.runner import (
     parse_gin_args,
 )
-from super_sac.replay import checkpoint_episodes
 from super_sac.wrappers import make_minatar_env
 
 PathLike = str | os.PathLike

@@ -16,8 +16,9 @@ The package is split by job; everything public is importable from ``super_sac.re
 * :mod:`~super_sac.replay.offline`: filling the buffer from an offline dataset
   (``load_dataset``).
 * :mod:`~super_sac.replay.episodes`: :func:`replay_episodes`, a saved buffer read back as the
-  episodes of the run that filled it (a "replay" dataset such as D4RL's medium-replay), and
-  :func:`checkpoint_episodes`, the same for a checkpoint folder, checked against its counters.
+  episodes of the run that filled it (a "replay" dataset such as D4RL's medium-replay; for a
+  checkpoint folder, checked against the run's counters, see
+  :func:`super_sac.checkpoint.checkpoint_episodes`).
 * :mod:`~super_sac.replay.advantage_index`: :class:`AdvantageIndex`, the AFBC actor-sampling
   index kept beside a buffer.
 * :mod:`~super_sac.replay.nstep`: :class:`NStepQueue`, which folds per-step transitions of
@@ -29,7 +30,7 @@ as ``ReplayBuffer.size = ...`` and ``replay.ReplayBuffer.size = ...`` both work.
 
 from super_sac.replay.advantage_index import AdvantageIndex
 from super_sac.replay.buffer import Batch, ReplayBuffer
-from super_sac.replay.episodes import checkpoint_episodes, replay_episodes
+from super_sac.replay.episodes import replay_episodes
 from super_sac.replay.nstep import NStepQueue
 from super_sac.replay.segment_tree import MinTree, SumTree
 
@@ -40,6 +41,5 @@ __all__ = [
     "NStepQueue",
     "ReplayBuffer",
     "SumTree",
-    "checkpoint_episodes",
     "replay_episodes",
 ]

@@ -14,8 +14,8 @@ read from the observations: transition ``i`` ends its episode when it terminated
 episode ended without a termination it is marked truncated; the run's last, unfinished episode is
 marked truncated too (cut, as :func:`super_sac.datasets.record_episodes` marks its last one).
 This reading needs the transitions of one env in push order (one training env, ``n_step = 1``);
-a caller that knows how many episodes the run finished (a checkpoint's ``episodes`` counter)
-should compare it with the episodes found.
+:func:`super_sac.checkpoint.checkpoint_episodes` reads a checkpoint's buffer this way and checks
+the episodes found against the run's own counters.
 """
 
 from __future__ import annotations
@@ -83,49 +83,6 @@ def replay_episodes(
             )
         )
         start = end + 1
-    return episodes
-
-
-def checkpoint_episodes(
-    checkpoint: str | os.PathLike,
-    action_space: spaces.Space,
-    flat_key: str | None = "obs",
-) -> list[Episode]:
-    """The replay of a training run up to one of its checkpoints, as episodes.
-
-    Reads ``<checkpoint>/buffer.npz`` with :func:`replay_episodes` and checks it against the
-    run's own counters in ``<checkpoint>/state.pt``: one transition per env step, and, before
-    the last (possibly unfinished) episode, as many episodes as the run finished.
-
-    :param checkpoint: a checkpoint folder, e.g. ``<run>/checkpoints/ckpt_50000``.
-    :param action_space: the raw env's action space (see :func:`replay_episodes`).
-    :param flat_key: as in :func:`replay_episodes`.
-    :raises DatasetError: when a file is missing, or the buffer and the counters disagree
-        (several training envs, whose steps interleave, or n-step transitions).
-    """
-    import torch
-
-    folder = Path(checkpoint)
-    for name in ("buffer.npz", "state.pt"):
-        if not (folder / name).is_file():
-            raise DatasetError(
-                f"{folder}: no {name}. Fix: pass a checkpoint folder of an online run, e.g. "
-                "<run>/checkpoints/ckpt_50000 (checkpoints hold the buffer by default)"
-            )
-    episodes = replay_episodes(folder / "buffer.npz", action_space, flat_key)
-    state = torch.load(folder / "state.pt", map_location="cpu", weights_only=True)
-    counters = state["counters"]
-    transitions = sum(len(ep.rewards) for ep in episodes)
-    finished = int(counters["episodes"])
-    if transitions != int(counters["env_steps"]) or not (
-        len(episodes) - 1 <= finished <= len(episodes)
-    ):
-        raise DatasetError(
-            f"{folder}: the replay buffer gives {transitions} transitions in {len(episodes)} "
-            f"episodes, but the run took {counters['env_steps']} env steps and finished "
-            f"{finished} episodes. Fix: read the replay of a run with one training env and "
-            "super_sac.n_step = 1"
-        )
     return episodes
 
 
