@@ -311,6 +311,41 @@ def test_script_records_a_pixel_dataset_and_clones_it(tmp_path):
     assert result["env_steps"] == 0 and np.isfinite(result["final_eval_return"])
 
 
+def test_replay_of_a_pixel_run_is_written_as_its_frame_stacked_episodes(tmp_path):
+    """--replay reads a pixel run's frame-deduplicated buffer back as whole stacks, in order."""
+    from super_sac import datasets as ds
+
+    record = importlib.util.spec_from_file_location("dmc_record", DMC / "record_replay.py")
+    module = importlib.util.module_from_spec(record)
+    record.loader.exec_module(module)
+    env_flags = ["--domain", "cartpole", "--task", "swingup", "--image_size", "32",
+                 "--action_repeat", "8"]  # fmt: skip
+    run = tmp_path / "run"
+    argv = env_flags + ["--config", "drqv2.gin", "--steps", "150", "--seed", "0",
+                        "--logging", "none", "--run_dir", str(run)]  # fmt: skip
+    extra = ["super_sac.n_step = 1", "super_sac.checkpoint_interval = 300",
+             "super_sac.eval_interval = 300"]  # fmt: skip
+    _script().main(argv + _bindings(extra))
+    ckpt = run / "checkpoints" / "ckpt_300"  # drqv2.gin collects 2 transitions per step
+    npz = tmp_path / "replay.npz"
+    summary = module.main(env_flags + ["--replay", str(ckpt), "--npz", str(npz)])
+    # 125 agent steps per episode (1,000 control steps, action repeat 8): two whole, one cut
+    assert summary["transitions"] == 300 and summary["episodes"] == 3
+    data, _ = ds.load_npz(npz)
+    obs, nxt = data.obs["obs"], data.next_obs["obs"]
+    assert obs.shape == (300, 9, 32, 32) and obs.dtype == np.uint8
+    np.testing.assert_array_equal(np.flatnonzero(data.truncated), [124, 249, 299])
+    inner = ~data.truncated[:-1]
+    np.testing.assert_array_equal(nxt[:-1][inner], obs[1:][inner])
+    # each step pushes one new frame in at the end; a reset fills the stack with its frame
+    np.testing.assert_array_equal(obs[1:][inner][:, :6], obs[:-1][inner][:, 3:])
+    for start in (0, 125, 250):
+        np.testing.assert_array_equal(obs[start][:3], obs[start][6:])
+    with np.load(ckpt / "buffer.npz") as buf:
+        np.testing.assert_allclose(buf["action"][:300].reshape(300, -1), data.action)
+        np.testing.assert_allclose(buf["reward"][:300].reshape(-1), data.reward)
+
+
 def test_pixel_agent_reads_the_frames_with_the_drq_encoder():
     env = make_dmc_env("cartpole", "swingup", from_pixels=True, image_size=32)
     agent = cli.dmc_agent(env, super_sac.get_device("cpu"))
