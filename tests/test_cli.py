@@ -266,6 +266,7 @@ def test_minatar_replay_of_a_training_run_is_written_as_its_episodes(tmp_path):
     inner = ~ends[:-1]
     np.testing.assert_array_equal(data.next_obs["obs"][:-1][inner], data.obs["obs"][1:][inner])
     assert summary["policy"] == f"replay of {ckpt}"
+    assert summary["noise_std"] is None and summary["epsilon"] is None
     with pytest.raises(SystemExit, match="--policy, --transitions would shape a new recording"):
         cli.record_minatar_dataset(
             ["--replay", str(ckpt), "--policy", str(run), "--transitions", "10", "--npz", str(out)]

@@ -195,14 +195,16 @@ def record(
     summary = {
         "env": env_name,
         "policy": source,
-        "noise_std": args.noise_std,
-        "epsilon": args.epsilon,
+        # a replay was collected by the run's own exploration, which these options do not describe
+        "noise_std": None if args.replay is not None else args.noise_std,
+        "epsilon": None if args.replay is not None else args.epsilon,
         "transitions": int(sum(len(ep.rewards) for ep in episodes)),
         "episodes": len(episodes),
         "complete_episode_returns": returns,
         "return_mean": float(np.mean(returns)) if returns else float("nan"),
     }
     if args.dataset_id:
+        exploration = "" if args.replay else f" (noise {args.noise_std}, epsilon {args.epsilon})"
         folder = datasets.save_minari(
             args.dataset_id,
             episodes,
@@ -210,8 +212,7 @@ def record(
             act_space,
             datasets_path=args.datasets_path,
             overwrite=args.overwrite,
-            algorithm_name=f"super_sac {args.label or source} "
-            f"(noise {args.noise_std}, epsilon {args.epsilon})",
+            algorithm_name=f"super_sac {args.label or source}{exploration}",
             description=f"{env_name}, recorded by super_sac's record_replay.py",
         )
         summary["minari_folder"] = str(folder)
