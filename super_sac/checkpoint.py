@@ -254,6 +254,7 @@ def checkpoint_episodes(
     checkpoint: str | os.PathLike,
     action_space: spaces.Space,
     flat_key: str | None = "obs",
+    observation_space: spaces.Space | None = None,
 ) -> list[Episode]:
     """The replay of a training run up to one of its checkpoints, as episodes (D4RL's
     "medium-replay" when the checkpoint is the medium policy's).
@@ -266,9 +267,11 @@ def checkpoint_episodes(
     :param checkpoint: a checkpoint folder, e.g. ``<run>/checkpoints/ckpt_50000``.
     :param action_space: the raw env's action space (see :func:`~super_sac.replay.replay_episodes`).
     :param flat_key: as in :func:`~super_sac.replay.replay_episodes`.
+    :param observation_space: as in :func:`~super_sac.replay.replay_episodes`: the env's
+        (wrapped) observation space, checked against the buffer's layout.
     :raises DatasetError: when the folder is not a complete checkpoint, a file does not match its
-        checksum, or the buffer and the counters disagree (several training envs, whose steps
-        interleave, or n-step transitions).
+        checksum, the buffer does not fit the env, or the buffer and the counters disagree
+        (several training envs, whose steps interleave, or n-step transitions).
     """
     folder = Path(checkpoint)
     if not (folder / _MANIFEST).is_file():
@@ -282,7 +285,7 @@ def checkpoint_episodes(
             f"{folder}: {problem}. Fix: read an intact checkpoint of the run (the one before, "
             "or the run's checkpoints written again by resuming it)"
         )
-    episodes = replay_episodes(folder / _BUFFER_FILE, action_space, flat_key)
+    episodes = replay_episodes(folder / _BUFFER_FILE, action_space, flat_key, observation_space)
     counters = torch.load(folder / _STATE_FILE, map_location="cpu", weights_only=True)["counters"]
     transitions = sum(len(ep.rewards) for ep in episodes)
     finished = int(counters["episodes"])

@@ -271,6 +271,12 @@ def test_minatar_replay_of_a_training_run_is_written_as_its_episodes(tmp_path):
         cli.record_minatar_dataset(
             ["--replay", str(ckpt), "--policy", str(run), "--transitions", "10", "--npz", str(out)]
         )
+    with pytest.raises(
+        ds.DatasetError, match=r"obs\['obs'\]: shape \(4, 10, 10\) != \(6, 10, 10\)"
+    ):
+        cli.record_minatar_dataset(
+            ["--game", "space_invaders", "--replay", str(ckpt), "--npz", str(out)]
+        )
     with pytest.raises(ds.DatasetError, match="no MANIFEST.json, so it is not a checkpoint"):
         cli.record_minatar_dataset(["--replay", str(run), "--npz", str(out)])
     # a buffer that disagrees with the run's counters (here: one step more counted) is refused,

@@ -377,12 +377,12 @@ def record_replay(out: Path, env_id: str, checkpoint: Path, overwrite: bool) -> 
     """Write the replay buffer of ``checkpoint`` (every transition of the training run up to
     it) as the "medium-replay" dataset, Minari + ``.npz``, like :func:`record_quality`.
 
-    :raises datasets.DatasetError: when the buffer's episodes disagree with the checkpoint's
-        counters (env steps, finished episodes).
+    :raises datasets.DatasetError: when the buffer does not fit the env or its episodes disagree
+        with the checkpoint's counters (env steps, finished episodes).
     """
     env = cli.make_env(env_id, None)
     act_space = datasets.raw_action_space(env)
-    episodes = checkpoint_episodes(checkpoint, act_space)
+    episodes = checkpoint_episodes(checkpoint, act_space, observation_space=env.observation_space)
     quality = "medium-replay"
     label = relative_to(checkpoint, out)
     datasets.save_minari(

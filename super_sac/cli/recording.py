@@ -184,7 +184,9 @@ def record(
     )
     if args.replay is not None:
         obs_space, act_space = datasets.raw_observation_space(env), datasets.raw_action_space(env)
-        episodes = checkpoint_episodes(args.replay, act_space, datasets.flat_observation_key(env))
+        episodes = checkpoint_episodes(
+            args.replay, act_space, datasets.flat_observation_key(env), env.observation_space
+        )
         source = f"replay of {args.replay}"
     else:
         episodes, obs_space, act_space = _record_policy(args, env, search_dirs, agent_builder)

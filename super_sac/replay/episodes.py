@@ -28,7 +28,7 @@ from gymnasium import spaces
 
 from super_sac.datasets import DatasetError, Episode
 from super_sac.datasets.core import _denormalize_actions
-from super_sac.replay.layout import _Layout
+from super_sac.replay.layout import _Layout, _layout_from_spaces
 from super_sac.replay.persistence import _npz_path, _saved_stacks
 
 
@@ -36,6 +36,7 @@ def replay_episodes(
     buffer_file: str | os.PathLike,
     action_space: spaces.Space,
     flat_key: str | None = "obs",
+    observation_space: spaces.Space | None = None,
 ) -> list[Episode]:
     """Read a saved replay buffer as the episodes that filled it, oldest first.
 
@@ -45,15 +46,21 @@ def replay_episodes(
     :param flat_key: when the buffer's only observation key is this one (a ``Box`` env wrapped
         by :class:`super_sac.wrappers.SimpleGymWrapper`), episodes hold the bare array, as the
         raw env returns it; ``None`` keeps the dict.
+    :param observation_space: the (wrapped, dict) observation space of the env the dataset is
+        meant for; when given, the buffer's observation keys, shapes and dtypes and its action
+        shape must be those this space and ``action_space`` give a new buffer.
     :return: the episodes; ``terminations`` where the buffer's ``done`` is set, ``truncations``
         at every other episode end and on the last transition when it ends no episode.
     :raises DatasetError: when the file cannot give the run's transitions in order: it protects
         offline data, its ring has wrapped (the oldest transitions are gone), or it holds n-step
-        transitions (their rewards are sums over several steps).
+        transitions (their rewards are sums over several steps), or its layout is not the
+        env's (``observation_space`` given).
     """
     path = _npz_path(buffer_file)
     with np.load(path, allow_pickle=False) as data:
         layout = _Layout.from_json(str(data["layout"]))
+        if observation_space is not None:
+            _check_env_layout(path, layout, observation_space, action_space)
         length, size = int(data["length"]), int(data["size"])
         _check_plain_replay(path, data, length, size)
         keys = list(layout.obs)
@@ -84,6 +91,19 @@ def replay_episodes(
         )
         start = end + 1
     return episodes
+
+
+def _check_env_layout(
+    path: str, layout: _Layout, observation_space: spaces.Space, action_space: spaces.Space
+) -> None:
+    """Refuse a buffer whose transitions do not fit the env the dataset is recorded for."""
+    diffs = layout.differences(_layout_from_spaces(observation_space, action_space))
+    if diffs:
+        raise DatasetError(
+            f"{path}: the buffer's transitions do not fit this env (buffer != env: "
+            f"{'; '.join(diffs)}). Fix: give the recorder the env options of the training run "
+            "(the same env or task, image size, frame stack, action repeat, states or pixels)"
+        )
 
 
 def _resets(obs: dict[str, np.ndarray], nxt: dict[str, np.ndarray]) -> np.ndarray:
