@@ -271,11 +271,16 @@ def test_minatar_replay_of_a_training_run_is_written_as_its_episodes(tmp_path):
         cli.record_minatar_dataset(
             ["--replay", str(ckpt), "--policy", str(run), "--transitions", "10", "--npz", str(out)]
         )
-    with pytest.raises(
-        ds.DatasetError, match=r"obs\['obs'\]: shape \(4, 10, 10\) != \(6, 10, 10\)"
-    ):
+    # another game: refused by the run's record (hparams.json) or, without one, by the layout
+    with pytest.raises(SystemExit, match="--game 'breakout' \\(the run\\) against 'space_inv"):
         cli.record_minatar_dataset(
             ["--game", "space_invaders", "--replay", str(ckpt), "--npz", str(out)]
+        )
+    moved = tmp_path / "moved"
+    shutil.copytree(ckpt, moved)
+    with pytest.raises(ds.DatasetError, match=r"obs\['obs'\]: shape \(4, 10, 10\) != \(6, 10"):
+        cli.record_minatar_dataset(
+            ["--game", "space_invaders", "--replay", str(moved), "--npz", str(out)]
         )
     with pytest.raises(ds.DatasetError, match="no MANIFEST.json, so it is not a checkpoint"):
         cli.record_minatar_dataset(["--replay", str(run), "--npz", str(out)])

@@ -5,6 +5,7 @@ Small images (32 px) and short runs keep these fast; dm_control renders headless
 
 import importlib.util
 import inspect
+import shutil
 import sys
 from pathlib import Path
 
@@ -344,13 +345,23 @@ def test_replay_of_a_pixel_run_is_written_as_its_frame_stacked_episodes(tmp_path
     with np.load(ckpt / "buffer.npz") as buf:
         np.testing.assert_allclose(buf["action"][:300].reshape(300, -1), data.action)
         np.testing.assert_allclose(buf["reward"][:300].reshape(-1), data.reward)
-    # a recorder whose env is not the run's is refused, not written with the run's frames
+    # a recorder whose env is not the run's is refused, not written with the run's frames: by
+    # the run's record of its options (an action repeat changes no shape) ...
+    for other, diff in [
+        (["--action_repeat", "4"], "--action_repeat 8 \\(the run\\) against 4 \\(here\\)"),
+        (["--task", "balance"], "--task 'swingup' \\(the run\\) against 'balance'"),
+    ]:
+        with pytest.raises(SystemExit, match=f"not the one the run trained on.*{diff}.*Fix"):
+            module.main(env_flags + other + ["--replay", str(ckpt), "--npz", str(npz)])
+    # ... and, for a checkpoint moved out of its run, by the buffer's layout
+    moved = tmp_path / "moved"
+    shutil.copytree(ckpt, moved)
     for other, diff in [
         (["--image_size", "40"], r"shape \(9, 32, 32\) != \(9, 40, 40\)"),
         (["--domain", "walker", "--task", "walk"], r"action: shape \(1,\) != \(6,\)"),
     ]:
         with pytest.raises(ds.DatasetError, match=f"do not fit this env.*{diff}.*Fix"):
-            module.main(env_flags + other + ["--replay", str(ckpt), "--npz", str(npz)])
+            module.main(env_flags + other + ["--replay", str(moved), "--npz", str(npz)])
 
 
 def test_pixel_agent_reads_the_frames_with_the_drq_encoder():

@@ -176,6 +176,7 @@ def record(
     if args.dataset_id is None and args.npz is None:
         raise SystemExit("error: give --dataset_id (Minari) and/or --npz")
     _check_replay_args(args)
+    _check_replay_env(args)
     torch.set_num_threads(args.threads)
     super_sac.set_seed(args.seed)
     env = make() if make is not None else make_env(args.env, args.max_episode_steps)
@@ -222,6 +223,35 @@ def record(
         summary["npz"] = str(datasets.save_npz(args.npz, episodes, act_space))
     env.close()
     return summary
+
+
+# the options that decide what an env's transitions are; a replay is written under the recorder's
+_ENV_OPTIONS = ("env", "game", "domain", "task", "action_repeat", "frame_stack", "image_size",
+                "camera_id", "fast_render", "from_states", "max_episode_steps")  # fmt: skip
+
+
+def _check_replay_env(args: argparse.Namespace) -> None:
+    """``--replay``: the env options must be the training run's (its ``hparams.json``), or the
+    dataset would label the run's transitions with another env (an action repeat, a task of
+    the same shapes). A checkpoint moved out of its run has no record to compare; the buffer's
+    layout is still checked against the env when it is read."""
+    if args.replay is None:
+        return
+    hparams = Path(args.replay).parent.parent / "hparams.json"
+    try:
+        ran = json.loads(hparams.read_text())["run_info"]["args"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    differ = [
+        f"--{key} {ran[key]!r} (the run) against {getattr(args, key)!r} (here)"
+        for key in _ENV_OPTIONS
+        if key in ran and hasattr(args, key) and ran[key] != getattr(args, key)
+    ]
+    if differ:
+        raise SystemExit(
+            f"error: --replay {args.replay}: the recorder's env is not the one the run trained "
+            f"on ({hparams}): {'; '.join(differ)}. Fix: give the recorder the run's values"
+        )
 
 
 def _check_replay_args(args: argparse.Namespace) -> None:
