@@ -275,10 +275,18 @@ def checkpoint_episodes(
     """
     folder = Path(checkpoint)
     if not (folder / _MANIFEST).is_file():
-        raise DatasetError(
-            f"{folder}: no {_MANIFEST}, so it is not a checkpoint folder. Fix: pass one of "
-            f"<run>/{CHECKPOINT_DIRNAME}/ckpt_<env steps>, which holds the run's replay buffer"
+        newest = list_checkpoints(folder)
+        where = (
+            f"the newest of this run's is {newest[0]}"
+            if newest
+            else f"<run>/{CHECKPOINT_DIRNAME}/ckpt_<env steps>, which holds the run's replay buffer"
         )
+        what = (
+            f"no {_MANIFEST}, so it is not a checkpoint folder"
+            if folder.exists()
+            else "no such folder"
+        )
+        raise DatasetError(f"{folder}: {what}. Fix: pass a checkpoint folder ({where})")
     problem = verify_checkpoint(folder)
     if problem is not None:
         raise DatasetError(

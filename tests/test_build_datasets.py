@@ -1,7 +1,7 @@
 """experiments/offline/build_datasets.py: a rebuild with the same seeds writes the same bytes,
 --verify names a changed file, --medium_checkpoint forces the medium agent, medium-replay is the
-training run's replay up to the medium checkpoint (super_sac.replay.replay_episodes), and
---numerics portable fixes MKL's code branch and torch's kernel level (or says why it cannot)."""
+training run's replay up to the medium checkpoint (super_sac.checkpoint.checkpoint_episodes),
+and --numerics portable fixes MKL's code branch and torch's kernel level (or says why it cannot)."""
 
 import importlib.util
 import json

@@ -245,10 +245,8 @@ def test_minatar_replay_of_a_training_run_is_written_as_its_episodes(tmp_path):
     )
     ckpt = run / "checkpoints" / "ckpt_300"
     out = tmp_path / "replay.npz"
-    summary = cli.record_minatar_dataset(
-        ["--game", "breakout", "--replay", str(ckpt), "--npz", str(out),
-         "--max_episode_steps", "40"]
-    )  # fmt: skip
+    argv_40 = ["--game", "breakout", "--max_episode_steps", "40"]
+    summary = cli.record_minatar_dataset([*argv_40, "--replay", str(ckpt), "--npz", str(out)])
     data, space = ds.load_npz(out)
     finished = torch.load(ckpt / "state.pt", weights_only=True)["counters"]["episodes"]
     with np.load(ckpt / "buffer.npz") as buf:
@@ -271,28 +269,31 @@ def test_minatar_replay_of_a_training_run_is_written_as_its_episodes(tmp_path):
         cli.record_minatar_dataset(
             ["--replay", str(ckpt), "--policy", str(run), "--transitions", "10", "--npz", str(out)]
         )
-    # another game: refused by the run's record (hparams.json) or, without one, by the layout
-    with pytest.raises(SystemExit, match="--game 'breakout' \\(the run\\) against 'space_inv"):
-        cli.record_minatar_dataset(
-            ["--game", "space_invaders", "--replay", str(ckpt), "--npz", str(out)]
-        )
+    # another game or recorder: refused by the run's record (hparams.json) or, for a checkpoint
+    # moved out of its run (a warning says the options go unchecked), by the buffer's layout
+    game = ["--game", "space_invaders", "--max_episode_steps", "40"]
+    with pytest.raises(SystemExit, match="--game breakout in the run, --game space_invaders here"):
+        cli.record_minatar_dataset([*game, "--replay", str(ckpt), "--npz", str(out)])
+    with pytest.raises(SystemExit, match="trained by train_minatar.py.*experiments/minatar/rec"):
+        cli.record_dataset(["--env", "CartPole-v1", "--replay", str(ckpt), "--npz", str(out)])
     moved = tmp_path / "moved"
     shutil.copytree(ckpt, moved)
-    with pytest.raises(ds.DatasetError, match=r"obs\['obs'\]: shape \(4, 10, 10\) != \(6, 10"):
-        cli.record_minatar_dataset(
-            ["--game", "space_invaders", "--replay", str(moved), "--npz", str(out)]
-        )
-    with pytest.raises(ds.DatasetError, match="no MANIFEST.json, so it is not a checkpoint"):
+    with (
+        pytest.warns(UserWarning, match="no run record"),
+        pytest.raises(ds.DatasetError, match=r"obs\['obs'\]: shape \(4, 10, 10\) != \(6, 10"),
+    ):
+        cli.record_minatar_dataset([*game, "--replay", str(moved), "--npz", str(out)])
+    with pytest.raises(ds.DatasetError, match="not a checkpoint folder.*newest of this run's is"):
         cli.record_minatar_dataset(["--replay", str(run), "--npz", str(out)])
     # a buffer that disagrees with the run's counters (here: one step more counted) is refused,
     # first as a file that no longer matches the manifest, then (manifest rewritten) by the counters
-    edited = tmp_path / "edited"
+    edited = run / "checkpoints" / "ckpt_301"
     shutil.copytree(ckpt, edited)
     state = torch.load(ckpt / "state.pt", weights_only=True)
     state["counters"]["env_steps"] = 301
     torch.save(state, edited / "state.pt")
     with pytest.raises(ds.DatasetError, match="state.pt (has .* bytes|does not match).*Fix"):
-        cli.record_minatar_dataset(["--replay", str(edited), "--npz", str(out)])
+        cli.record_minatar_dataset([*argv_40, "--replay", str(edited), "--npz", str(out)])
     manifest = json.loads((edited / "MANIFEST.json").read_text())
     manifest["files"]["state.pt"] = {
         "sha256": sha256_file(edited / "state.pt"),
@@ -300,4 +301,4 @@ def test_minatar_replay_of_a_training_run_is_written_as_its_episodes(tmp_path):
     }
     (edited / "MANIFEST.json").write_text(json.dumps(manifest))
     with pytest.raises(ds.DatasetError, match="took 301 env steps.*n_step = 1"):
-        cli.record_minatar_dataset(["--replay", str(edited), "--npz", str(out)])
+        cli.record_minatar_dataset([*argv_40, "--replay", str(edited), "--npz", str(out)])

@@ -345,13 +345,18 @@ def test_replay_of_a_pixel_run_is_written_as_its_frame_stacked_episodes(tmp_path
     with np.load(ckpt / "buffer.npz") as buf:
         np.testing.assert_allclose(buf["action"][:300].reshape(300, -1), data.action)
         np.testing.assert_allclose(buf["reward"][:300].reshape(-1), data.reward)
+    # the default camera (None) and its number are the same env
+    module.main(env_flags + ["--camera_id", "0", "--replay", str(ckpt), "--npz", str(npz)])
     # a recorder whose env is not the run's is refused, not written with the run's frames: by
     # the run's record of its options (an action repeat changes no shape) ...
-    for other, diff in [
-        (["--action_repeat", "4"], "--action_repeat 8 \\(the run\\) against 4 \\(here\\)"),
-        (["--task", "balance"], "--task 'swingup' \\(the run\\) against 'balance'"),
-    ]:
-        with pytest.raises(SystemExit, match=f"not the one the run trained on.*{diff}.*Fix"):
+    for other, said, fix in [
+        (["--action_repeat", "4"], "--action_repeat 8 in the run, --action_repeat 4 here",
+         "--action_repeat 8"),
+        (["--task", "balance", "--fast_render"],
+         "--task swingup in the run, --task balance here; no --fast_render in the run, "
+         "--fast_render here", "--task swingup, leave out --fast_render"),
+    ]:  # fmt: skip
+        with pytest.raises(SystemExit, match=f"run trained on .*: {said}. Fix: .*options: {fix}$"):
             module.main(env_flags + other + ["--replay", str(ckpt), "--npz", str(npz)])
     # ... and, for a checkpoint moved out of its run, by the buffer's layout
     moved = tmp_path / "moved"
@@ -360,8 +365,23 @@ def test_replay_of_a_pixel_run_is_written_as_its_frame_stacked_episodes(tmp_path
         (["--image_size", "40"], r"shape \(9, 32, 32\) != \(9, 40, 40\)"),
         (["--domain", "walker", "--task", "walk"], r"action: shape \(1,\) != \(6,\)"),
     ]:
-        with pytest.raises(ds.DatasetError, match=f"do not fit this env.*{diff}.*Fix"):
+        with (
+            pytest.warns(UserWarning, match="no run record"),
+            pytest.raises(ds.DatasetError, match=f"do not fit this env.*{diff}.*Fix"),
+        ):
             module.main(env_flags + other + ["--replay", str(moved), "--npz", str(npz)])
+
+
+def test_dmc_recorder_cuts_episodes_at_max_episode_steps(tmp_path):
+    record = importlib.util.spec_from_file_location("dmc_record", DMC / "record_replay.py")
+    module = importlib.util.module_from_spec(record)
+    record.loader.exec_module(module)
+    argv = ["--domain", "cartpole", "--task", "swingup", "--from_states", "--transitions", "120",
+            "--max_episode_steps", "50", "--npz", str(tmp_path / "states.npz")]  # fmt: skip
+    summary = module.main(argv)
+    assert summary["episodes"] == 3 and len(summary["complete_episode_returns"]) == 2
+    with np.load(tmp_path / "states.npz") as data:
+        np.testing.assert_array_equal(np.flatnonzero(data["truncated"]), [49, 99, 119])
 
 
 def test_pixel_agent_reads_the_frames_with_the_drq_encoder():

@@ -16,7 +16,8 @@ saved agent, as the ``.npz`` that ``train_dmc_from_pixels.py --dataset`` reads (
         --npz offline_data/cartpole_replay_pixels.npz
 
 The env options (--action_repeat, --frame_stack, --image_size, --camera_id, --fast_render,
---from_states) must match those of the run that learns from the dataset.
+--from_states) must match those of the run that learns from the dataset; with --replay, those
+of the training run too (checked against its hparams.json).
 """
 
 from __future__ import annotations

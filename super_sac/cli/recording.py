@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from super_sac.cli.parsers import add_dmc_args
 from super_sac.cli.runner import (
     parse_gin_args,
 )
+from super_sac.envs.dmc import default_camera
 from super_sac.wrappers import make_minatar_env
 
 PathLike = str | os.PathLike
@@ -99,7 +101,7 @@ def add_record_args(p: argparse.ArgumentParser, default_config: str) -> None:
         metavar="CHECKPOINT",
         help="write the whole replay of a training run up to this checkpoint folder "
         "(<run>/checkpoints/ckpt_N: one env, n_step 1) instead of recording a policy: a "
-        "mixed-quality dataset like D4RL's medium-replay",
+        "mixed-quality dataset like D4RL's medium-replay; the env options must be the run's",
     )
     p.add_argument("--config", default=default_config, help="gin file the agent was trained with")
     p.add_argument("--transitions", type=int, default=None, help=f"default {DEFAULT_TRANSITIONS}")
@@ -207,7 +209,9 @@ def record(
         "return_mean": float(np.mean(returns)) if returns else float("nan"),
     }
     if args.dataset_id:
-        exploration = "" if args.replay else f" (noise {args.noise_std}, epsilon {args.epsilon})"
+        exploration = (
+            "" if args.replay is not None else f" (noise {args.noise_std}, epsilon {args.epsilon})"
+        )
         folder = datasets.save_minari(
             args.dataset_id,
             episodes,
@@ -228,30 +232,75 @@ def record(
 # the options that decide what an env's transitions are; a replay is written under the recorder's
 _ENV_OPTIONS = ("env", "game", "domain", "task", "action_repeat", "frame_stack", "image_size",
                 "camera_id", "fast_render", "from_states", "max_episode_steps")  # fmt: skip
+_PIXEL_OPTIONS = ("image_size", "frame_stack", "camera_id", "fast_render")
+_GYM_RECORDER = "experiments/offline/record_replay.py"
+_MINATAR_RECORDER = "experiments/minatar/record_replay.py"
+_DMC_RECORDER = "experiments/dmc/record_replay.py"
+# the recorder that reads the runs of each training script (run_info's "script", by file name)
+_RECORDER_OF_SCRIPT = {
+    "train_gym.py": _GYM_RECORDER,
+    "train_offline.py": _GYM_RECORDER,
+    "train_minatar.py": _MINATAR_RECORDER,
+    "train_dmc_from_pixels.py": _DMC_RECORDER,
+}
 
 
 def _check_replay_env(args: argparse.Namespace) -> None:
-    """``--replay``: the env options must be the training run's (its ``hparams.json``), or the
-    dataset would label the run's transitions with another env (an action repeat, a task of
-    the same shapes). A checkpoint moved out of its run has no record to compare; the buffer's
-    layout is still checked against the env when it is read."""
-    if args.replay is None:
-        return
-    hparams = Path(args.replay).parent.parent / "hparams.json"
+    """``--replay``: the recorder and its env options must be the training run's (its
+    ``hparams.json``), or the dataset would label the run's transitions with another env (an
+    action repeat, a task of the same shapes). Without that record (a checkpoint moved out of
+    its run) a warning says so; the buffer's layout is still checked against the env."""
+    folder = Path(args.replay).resolve() if args.replay is not None else None
+    if folder is None or not (folder / "buffer.npz").is_file():
+        return  # not a checkpoint folder: reading it says so
+    hparams = folder.parent.parent / "hparams.json"
     try:
-        ran = json.loads(hparams.read_text())["run_info"]["args"]
+        info = json.loads(hparams.read_text())["run_info"]
+        ran = dict(info["args"])
     except (OSError, ValueError, KeyError, TypeError):
+        warnings.warn(
+            f"--replay {args.replay}: no run record at {hparams}, so the env options are not "
+            "checked against the training run's (only the buffer's shapes against this env)",
+            stacklevel=2,
+        )
         return
-    differ = [
-        f"--{key} {ran[key]!r} (the run) against {getattr(args, key)!r} (here)"
-        for key in _ENV_OPTIONS
-        if key in ran and hasattr(args, key) and ran[key] != getattr(args, key)
-    ]
+    script = Path(str(info.get("script") or "")).name
+    mine = _recorder(args)
+    wanted = _RECORDER_OF_SCRIPT.get(script, mine)
+    if wanted != mine:
+        raise SystemExit(
+            f"error: --replay {args.replay}: the run was trained by {script}, whose env this "
+            f"recorder ({mine}) does not build. Fix: record its replay with {wanted}"
+        )
+    here = {key: getattr(args, key) for key in _ENV_OPTIONS if key in ran and hasattr(args, key)}
+    if "camera_id" in here:  # None is the domain's default camera
+        for options in (ran, here):
+            if options["camera_id"] is None:
+                options["camera_id"] = default_camera(options["domain"])
+    if ran.get("from_states") and here.get("from_states"):  # the pixel options do nothing
+        here = {key: value for key, value in here.items() if key not in _PIXEL_OPTIONS}
+    differ = [key for key, value in here.items() if value != ran[key]]
     if differ:
+        said = "; ".join(f"{_flag(k, ran[k])} in the run, {_flag(k, here[k])} here" for k in differ)
+        fix = ", ".join(_flag(k, ran[k], leave_out=True) for k in differ)
         raise SystemExit(
             f"error: --replay {args.replay}: the recorder's env is not the one the run trained "
-            f"on ({hparams}): {'; '.join(differ)}. Fix: give the recorder the run's values"
+            f"on ({hparams}): {said}. Fix: record with the run's options: {fix}"
         )
+
+
+def _recorder(args: argparse.Namespace) -> str:
+    """Which recorder parsed ``args``: dm_control's has ``--domain``, MinAtar's ``--game``."""
+    if hasattr(args, "domain"):
+        return _DMC_RECORDER
+    return _MINATAR_RECORDER if hasattr(args, "game") else _GYM_RECORDER
+
+
+def _flag(key: str, value: Any, leave_out: bool = False) -> str:
+    """An option's value as a command line writes it (``no --x``, or ``leave out --x``, unset)."""
+    if value is None or value is False:
+        return f"{'leave out' if leave_out else 'no'} --{key}"
+    return f"--{key}" if value is True else f"--{key} {value}"
 
 
 def _check_replay_args(args: argparse.Namespace) -> None:
@@ -362,11 +411,18 @@ def record_dmc_dataset(
     summary = record(
         args,
         search_dirs,
-        make=lambda: make_dmc(args.domain, args.task, **kwargs),
+        make=lambda: _time_limited(
+            make_dmc(args.domain, args.task, **kwargs), args.max_episode_steps
+        ),
         agent_builder=dmc_agent,
     )
     _print_summary(summary)
     return summary
+
+
+def _time_limited(env: gym.Env, max_episode_steps: int | None) -> gym.Env:
+    """``env`` with episodes cut at ``max_episode_steps`` (None: its own limit only)."""
+    return env if max_episode_steps is None else gym.wrappers.TimeLimit(env, max_episode_steps)
 
 
 def record_minatar_dataset(
