@@ -1,6 +1,7 @@
 """The scripts' command line (super_sac.cli): the scripts import it without touching sys.path,
 and unknown envs, malformed gin bindings and other mistakes end in one line with status 2."""
 
+import json
 import re
 import runpy
 import shutil
@@ -161,6 +162,61 @@ def test_resume_needs_a_run_directory(tmp_path):
     args = cli.build_parser().parse_args(["--resume", str(tmp_path)])
     with pytest.raises(FileNotFoundError, match="no hparams.json"):
         cli.resumed_args(args)
+
+
+def test_resume_keeps_the_runs_options_and_refuses_changed_ones(tmp_path):
+    """--resume continues the run it names: its task, seed, config (hence its name) and logging
+    are kept; this command line may repeat them but not change them."""
+    gym_dir = ROOT / "experiments" / "gym"
+    small = ["Agent.hidden_size = 16", "super_sac.batch_size = 8", "ReplayBuffer.size = 500",
+             "super_sac.random_warmup_steps = 10", "super_sac.checkpoint_interval = 20",
+             "super_sac.eval_interval = 1000", "super_sac.verbosity = 0"]  # fmt: skip
+    bindings = [x for b in small for x in ("--gin_bindings", b)]
+    run = tmp_path / "run"
+    first = ["--config", "td3.gin", "--env", "Pendulum-v1", "--seed", "1", "--logging", "none"]
+    cli.train_gym(
+        [*first, "--steps", "20", "--run_dir", str(run), *bindings], search_dirs=[gym_dir]
+    )
+    with pytest.raises(
+        ConfigError,
+        match="--env 'CartPole-v1' here, 'Pendulum-v1' in the run; --seed 7 here, 1 in the run.*"
+        "--run_dir '/elsewhere' here, but --resume continues",
+    ):
+        cli.train_gym(
+            [
+                "--resume",
+                str(run),
+                "--env",
+                "CartPole-v1",
+                "--seed",
+                "7",
+                "--run_dir",
+                "/elsewhere",
+            ],
+            search_dirs=[gym_dir],
+        )
+    # the run's own command line again, with --resume and more steps: accepted
+    summary = cli.train_gym(
+        [*first, "--resume", str(run), "--steps", "40", *bindings], search_dirs=[gym_dir]
+    )
+    assert summary["env_steps"] == 40
+    # only --resume: the config (and so the name) and the logging choice are the run's
+    cli.train_gym(["--resume", str(run), "--steps", "60", *bindings], search_dirs=[gym_dir])
+    hparams = json.loads((run / "hparams.json").read_text())
+    assert hparams["name"] == "td3_Pendulum-v1" and hparams["logging_method"] == "none"
+    assert hparams["seed"] == 1 and hparams["run_info"]["args"]["config"] == "td3.gin"
+    assert not list(run.rglob("events.out.tfevents*"))
+
+
+def test_a_gin_seed_binding_is_the_runs_seed_without_seed_flag(tmp_path):
+    gym_dir = ROOT / "experiments" / "gym"
+    argv = ["--config", "sac.gin", "--steps", "5", "--logging", "none", "--run_dir",
+            str(tmp_path / "run"), "--gin_bindings", "super_sac.seed = 5", "--gin_bindings",
+            "super_sac.random_warmup_steps = 5", "--gin_bindings", "super_sac.verbosity = 0",
+            "--gin_bindings", "super_sac.name = 'named_in_gin'"]  # fmt: skip
+    cli.train_gym(argv, search_dirs=[gym_dir])
+    hparams = json.loads((tmp_path / "run" / "hparams.json").read_text())
+    assert hparams["seed"] == 5 and hparams["name"] == "named_in_gin"
 
 
 def test_bare_config_names_resolve_in_the_given_folders():

@@ -100,19 +100,26 @@ def dataset_loader(
 
 
 def resumed_args(
-    args: argparse.Namespace, task_key: str = "env", extra_saved_args: tuple[str, ...] = ()
+    args: argparse.Namespace,
+    task_key: str = "env",
+    extra_saved_args: tuple[str, ...] = (),
+    defaults: dict[str, Any] | None = None,
 ) -> tuple[argparse.Namespace, list[str]]:
     """The command line of a run continued with ``--resume RUN_DIR``, and its config files.
 
-    The task, ``parallel_envs``, ``seed``, ``max_episode_steps``, ``name`` and
-    ``extra_saved_args`` come from the run's ``hparams.json`` (what it was started with); the
-    other options are this command line's. The only config file is the run's ``config.gin``
-    (the settings it ran with).
+    The task, ``config``, ``parallel_envs``, ``seed``, ``max_episode_steps``, ``name`` and
+    ``extra_saved_args`` come from the run's ``hparams.json`` (what it was started with), and
+    ``logging`` too unless this command line gives it; the other options are this command
+    line's. The only config file is the run's ``config.gin`` (the settings it ran with).
 
     :param args: this command line (``args.resume`` names the run directory).
     :param task_key: the option naming the task ("env", "game").
     :param extra_saved_args: further options to take from the original command line.
+    :param defaults: the parser's default of each option; with it, an option of the run's that
+        this command line sets to another value is refused (repeating the run's own command
+        line with ``--resume`` added is fine).
     :raises FileNotFoundError: when ``args.resume`` has no ``hparams.json``.
+    :raises ConfigError: when this command line changes an option the run keeps.
     """
     run_dir = Path(args.resume)
     hparams = run_dir / "hparams.json"
@@ -121,9 +128,45 @@ def resumed_args(
             f"--resume {run_dir}: no hparams.json there; is it a run directory?"
         )
     saved = (json.loads(hparams.read_text()).get("run_info") or {}).get("args") or {}
-    kept = (task_key, "parallel_envs", "seed", "max_episode_steps", "name") + extra_saved_args
+    kept = (task_key, "config", "parallel_envs", "seed", "max_episode_steps", "name")
+    kept += extra_saved_args
+    if defaults is not None:
+        _refuse_changed_options(args, saved, kept, defaults)
     merged = argparse.Namespace(**{**vars(args), **{k: v for k, v in saved.items() if k in kept}})
+    if merged.logging is None:
+        merged.logging = saved.get("logging")
     return merged, [str(run_dir / "config.gin")]
+
+
+def _refuse_changed_options(
+    args: argparse.Namespace,
+    saved: dict[str, Any],
+    kept: tuple[str, ...],
+    defaults: dict[str, Any],
+) -> None:
+    """Raise :class:`ConfigError` naming each kept option this command line sets (to other than
+    its default) and the run was started with another value of, and a ``--run_dir`` elsewhere."""
+    changed = [
+        f"--{key} {getattr(args, key)!r} here, {saved[key]!r} in the run"
+        for key in kept
+        if key in saved
+        and getattr(args, key, None) != defaults.get(key)
+        and getattr(args, key) != saved[key]
+    ]
+    run_dir = getattr(args, "run_dir", None)
+    if run_dir is not None and Path(run_dir).resolve() != Path(args.resume).resolve():
+        changed.append(f"--run_dir {run_dir!r} here, but --resume continues {args.resume!r}")
+    if changed:
+        raise ConfigError(
+            f"--resume {args.resume} continues that run with its own options: "
+            f"{'; '.join(changed)}. Fix: leave these options out (or give the run's values), "
+            "or start a new run without --resume"
+        )
+
+
+def parser_defaults(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
+    """Each parsed option's default in ``parser`` (what :func:`resumed_args` compares with)."""
+    return {dest: parser.get_default(dest) for dest in vars(args)}
 
 
 def parse_gin_args(
@@ -194,6 +237,7 @@ def run(
     | None = None,
     extra_saved_args: tuple[str, ...] = (),
     loop_defaults: Callable[[argparse.Namespace], dict[str, Any]] | None = None,
+    defaults: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Parse the gin files, build the envs, the agent and the buffer, and train.
 
@@ -212,17 +256,22 @@ def run(
     :param loop_defaults: ``args -> {setting: value}``, called once the gin files are parsed:
         the script's values of loop settings that no gin file or binding sets (the DeepMind
         Control pixel script's default augmenter).
+    :param defaults: the parser's option defaults (:func:`parser_defaults`): with them, a
+        resumed run refuses options that change the run's (see :func:`resumed_args`).
     :return: the summary dict of :func:`super_sac.super_sac`.
     """
     if args.threads:
         torch.set_num_threads(args.threads)
     config_files = [args.config]
     if args.resume:
-        args, config_files = resumed_args(args, task_key, extra_saved_args)
+        args, config_files = resumed_args(args, task_key, extra_saved_args, defaults)
     bindings = list(args.gin_bindings)
     if args.steps is not None:
         bindings.append(f"super_sac.num_steps_online = {args.steps}")
     parse_gin_args(config_files, bindings, search_dirs)
+    for option in ("seed", "name"):  # the flag wins; without it, a gin binding is the value
+        if getattr(args, option) is None and _bound(option):
+            setattr(args, option, gin.query_parameter(f"super_sac.{option}"))
     device = super_sac.get_device(args.device)
     if args.seed is not None:
         super_sac.set_seed(args.seed)
@@ -302,13 +351,16 @@ def train_gym(
     :param script: recorded in ``hparams.json``.
     :return: the summary dict of :func:`super_sac.super_sac`.
     """
+    parser = build_parser(description)
+    args = parser.parse_args(argv)
     return run(
-        build_parser(description).parse_args(argv),
+        args,
         gym_envs,
         build_agent,
         script=script,
         task_key="env",
         search_dirs=search_dirs,
+        defaults=parser_defaults(parser, args),
     )
 
 
@@ -345,6 +397,7 @@ def train_offline(
         search_dirs=search_dirs,
         prepare_buffer=dataset_loader(args),
         extra_saved_args=("dataset", "datasets_path"),
+        defaults=parser_defaults(parser, args),
     )
 
 
@@ -364,7 +417,8 @@ def train_minatar(
     :param script: recorded in ``hparams.json``.
     :return: the summary dict of :func:`super_sac.super_sac`.
     """
-    args = minatar_parser(description).parse_args(argv)
+    parser = minatar_parser(description)
+    args = parser.parse_args(argv)
     return run(
         args,
         minatar_envs,
@@ -374,6 +428,7 @@ def train_minatar(
         search_dirs=search_dirs,
         prepare_buffer=dataset_loader(args),
         extra_saved_args=("dataset", "datasets_path"),
+        defaults=parser_defaults(parser, args),
     )
 
 
@@ -393,13 +448,16 @@ def train_atari(
     :param script: recorded in ``hparams.json``.
     :return: the summary dict of :func:`super_sac.super_sac`.
     """
+    parser = atari_parser(description)
+    args = parser.parse_args(argv)
     return run(
-        atari_parser(description).parse_args(argv),
+        args,
         atari_envs,
         atari_agent,
         script=script,
         task_key="game",
         search_dirs=search_dirs,
+        defaults=parser_defaults(parser, args),
     )
 
 
@@ -456,7 +514,8 @@ def train_dmc(
     :param script: recorded in ``hparams.json``.
     :return: the summary dict of :func:`super_sac.super_sac`.
     """
-    args = dmc_parser(description).parse_args(argv)
+    parser = dmc_parser(description)
+    args = parser.parse_args(argv)
     if args.env is not None:
         from super_sac.envs.dmc import UnknownDMCTaskError, parse_dmc_id
 
@@ -476,6 +535,7 @@ def train_dmc(
         prepare_buffer=dataset_loader(args),
         extra_saved_args=DMC_SAVED_ARGS,
         loop_defaults=dmc_loop_defaults,
+        defaults=parser_defaults(parser, args),
     )
 
 
