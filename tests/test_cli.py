@@ -264,8 +264,16 @@ def test_minatar_datasets_are_recorded_from_a_random_policy_or_a_saved_agent(tmp
     assert set(np.unique(transitions.action).tolist()) <= {0, 1, 2}
     with pytest.raises(SystemExit, match="discrete"):
         cli.record_minatar_dataset(["--noise_std", "0.1", "--npz", str(tmp_path / "x.npz")])
-    with pytest.raises(SystemExit, match="random already"):
-        cli.record_minatar_dataset(["--epsilon", "0.5", "--npz", str(tmp_path / "x.npz")])
+    with pytest.raises(SystemExit, match="--noise_std .* discrete. Fix: .* --epsilon"):
+        cli.record_minatar_dataset(
+            ["--policy", str(saved), "--noise_std", "0.1", "--npz", str(tmp_path / "x.npz")]
+        )
+    with pytest.raises(SystemExit, match="--epsilon, --deterministic shape .* random already"):
+        cli.record_minatar_dataset(
+            ["--epsilon", "0.5", "--deterministic", "--npz", str(tmp_path / "x.npz")]
+        )
+    with pytest.raises(SystemExit, match="error: --noise_std shape"):  # continuous: still unused
+        cli.record_dataset(["--noise_std", "0.2", "--npz", str(tmp_path / "x.npz")])
     # --epsilon 1 with a saved agent: every action uniform, recorded in the summary
     summary = cli.record_minatar_dataset(
         ["--game", "breakout", "--policy", str(saved), "--config", "basic_online.gin",

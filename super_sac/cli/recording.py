@@ -333,16 +333,12 @@ def _record_policy(
     agent_builder: AgentBuilder,
 ) -> tuple[list[datasets.Episode], Any, Any]:
     """Run ``--policy`` (random or a saved agent) for ``--transitions`` transitions."""
+    size, discrete = action_spec(env.action_space)
+    _check_policy_args(args, discrete)
     if args.policy == "random":
-        if args.epsilon > 0:
-            raise SystemExit(
-                "error: --epsilon mixes random actions into a saved agent's; "
-                "--policy random is random already"
-            )
         policy = datasets.random_policy(env, args.seed)
     else:
         agent = load_agent(args.policy, args.config, env, search_dirs, agent_builder)
-        size, discrete = action_spec(env.action_space)
         policy = datasets.agent_policy(
             agent,
             args.noise_std,
@@ -353,6 +349,32 @@ def _record_policy(
         )
     size = DEFAULT_TRANSITIONS if args.transitions is None else args.transitions
     return datasets.record_episodes(env, policy, size, seed=args.seed)
+
+
+def _check_policy_args(args: argparse.Namespace, discrete: bool) -> None:
+    """Refuse the action options that would be ignored: Gaussian noise on discrete actions, and
+    any of them with the random policy."""
+    if discrete and args.noise_std:
+        raise SystemExit(
+            "error: --noise_std adds Gaussian noise to continuous actions; this env's are "
+            "discrete. Fix: mix in uniform random actions with --epsilon instead"
+        )
+    if args.policy == "random":
+        unused = [
+            flag
+            for flag, given in (
+                ("--epsilon", args.epsilon > 0),
+                ("--noise_std", args.noise_std != 0.0),
+                ("--deterministic", args.deterministic),
+            )
+            if given
+        ]
+        if unused:
+            raise SystemExit(
+                f"error: {', '.join(unused)} shape a saved agent's actions, and --policy random "
+                "is random already. Fix: leave them out, or record a saved agent with --policy "
+                "RUN_DIR"
+            )
 
 
 def _complete(episode: Any, limit: int | None, last: bool) -> bool:
@@ -440,11 +462,6 @@ def record_minatar_dataset(
     :return: the summary of :func:`record`.
     """
     args = record_minatar_parser(description).parse_args(argv)
-    if args.noise_std:
-        raise SystemExit(
-            "error: --noise_std adds Gaussian noise to continuous actions; MinAtar's are "
-            "discrete. Sample the policy (the default) or record with --policy random"
-        )
     summary = record(
         args,
         search_dirs,
