@@ -1456,6 +1456,13 @@ def test_script_args_reach_every_trial_and_the_manifest(tmp_path):
     write_manifest(tmp_path, grid)
     with pytest.raises(GridMismatchError, match="script_args"):
         write_manifest(tmp_path, Grid.make(["drqv2.gin"], ["cartpole-swingup"], "0", steps=10))
+    # options the sweep sets per trial would override it (the script keeps the last value)
+    for arg, fix in [("--seed", "--seeds"), ("--run_dir=/x", "--root and --name"),
+                     ("--threads", "--cpus_per_trial"), ("--game", "--envs")]:  # fmt: skip
+        with pytest.raises(
+            ValueError, match=f"the sweep sets {arg.split('=')[0]} .*Fix: use {fix}"
+        ):
+            Grid.make(["drqv2.gin"], ["cartpole-swingup"], "0-1", script_args=[arg, "3"])
 
 
 ORDER_SCRIPT = """

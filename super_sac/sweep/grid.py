@@ -106,6 +106,33 @@ def trial_state(folder: str | os.PathLike) -> str:
     return FRESH
 
 
+# the options the sweep gives every trial itself, and the sweep option that sets each
+_SWEEP_SET = {
+    "--config": "--configs",
+    "--env": "--envs",
+    "--game": "--envs",
+    "--domain": "--envs",
+    "--task": "--envs",
+    "--seed": "--seeds",
+    "--steps": "--steps",
+    "--run_dir": "--root and --name (each trial runs in its own folder)",
+    "--resume": "sweep.py run again (it resumes interrupted trials)",
+    "--threads": "--cpus_per_trial",
+}
+
+
+def _check_script_args(script_args: Sequence[str]) -> None:
+    """Refuse script options that the sweep sets for each trial: the script would take whichever
+    comes last, so every trial would share one seed, folder or task."""
+    for arg in script_args:
+        flag = arg.split("=", 1)[0]
+        if flag in _SWEEP_SET:
+            raise ValueError(
+                f"script_args {arg!r}: the sweep sets {flag} for each trial. Fix: use "
+                f"{_SWEEP_SET[flag]} instead"
+            )
+
+
 @dataclasses.dataclass(frozen=True)
 class Grid:
     """What a sweep runs: every config on every env with every seed, and the shared options."""
@@ -140,6 +167,7 @@ class Grid:
         """
         if not configs or not envs:
             raise ValueError("a sweep needs at least one config and one env")
+        _check_script_args(script_args)
         for what, items, folder in (
             ("configs", configs, lambda c: Path(c).stem),
             ("envs", envs, env_folder),
