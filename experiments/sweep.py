@@ -39,6 +39,26 @@ from super_sac.sweep.report import (
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _check_backend_options(args: argparse.Namespace) -> None:
+    """Refuse options of the other backend, which this one would ignore."""
+    other = (
+        {"--workers": args.workers != 1, "--gpus": args.gpus is not None}
+        if args.backend == "ray"
+        else {
+            "--address": args.address is not None,
+            "--cpus": args.cpus is not None,
+            "--gpus_per_trial": args.gpus_per_trial != 0,
+        }
+    )
+    given = [flag for flag, set_ in other.items() if set_]
+    if given:
+        backend = "local" if args.backend == "ray" else "ray"
+        raise ValueError(
+            f"{', '.join(given)} apply to the {backend} backend, not --backend {args.backend}. "
+            f"Fix: leave them out, or run with --backend {backend}"
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
@@ -202,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         sweep_dir = Path(args.root) / args.name
         script = args.script or ROOT / "experiments" / "gym" / "train_gym.py"
+        _check_backend_options(args)
         if args.backend == "ray":
             if args.archive:
                 raise ValueError("--archive applies to the local backend")
@@ -273,6 +294,11 @@ def main(argv: list[str] | None = None) -> int:
         entries = index_evaluations(args.folder, args.manifest)
         print(f"indexed {len(entries)} runs")
         return 0
+    if args.replace_evaluations and not args.evaluations:
+        raise ValueError(
+            "--replace_evaluations replaces the runs that --evaluations copies; without "
+            "--evaluations nothing is copied. Fix: add --evaluations, or leave it out"
+        )
     references = parse_references(args.reference)
     files = write_report(
         args.sweep_dir,

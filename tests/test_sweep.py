@@ -588,6 +588,30 @@ def test_a_report_is_rebuilt_from_its_copied_evaluations_alone(tmp_path):
     assert proc.returncode != 0 and "give a sweep folder or an archive" in proc.stderr
 
 
+def test_options_the_chosen_path_would_ignore_are_refused(tmp_path):
+    import importlib.util
+
+    from super_sac.sweep.report import write_report
+
+    spec = importlib.util.spec_from_file_location(
+        "sweep_cli", Path(__file__).resolve().parents[1] / "experiments" / "sweep.py"
+    )
+    sweep_cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep_cli)
+    ours = _fake_sweep(tmp_path, "ours", ["sac.gin"], seeds="0")
+    with pytest.raises(ValueError, match="--replace_evaluations replaces .* Fix: add --evaluat"):
+        sweep_cli.main(["report", str(ours), "--no_plot", "--replace_evaluations"])
+    with pytest.raises(ValueError, match="--reference Hopper-v5: no run .*its envs: Pendulum-v1"):
+        write_report(ours, plot=False, references={"Hopper-v5": (0.0, 1.0)})
+    run = ["run", "--root", str(tmp_path), "--name", "x", "--configs", "sac.gin", "--envs",
+           "Pendulum-v1"]  # fmt: skip
+    with pytest.raises(ValueError, match="--workers, --gpus apply to the local backend, not"):
+        sweep_cli.main([*run, "--backend", "ray", "--workers", "2", "--gpus", "0"])
+    with pytest.raises(ValueError, match="--cpus, --gpus_per_trial apply to the ray backend"):
+        sweep_cli.main([*run, "--cpus", "2", "--gpus_per_trial", "1"])
+    assert not (tmp_path / "x").exists()
+
+
 def test_check_names_every_number_a_report_holds_that_its_data_does_not(tmp_path):
     import json
 

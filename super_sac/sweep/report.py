@@ -642,6 +642,12 @@ def build_report(
     if last < 1:
         raise ValueError(f"last = {last}: the number of final evaluations must be at least 1")
     data = collect(sweep_dirs, metric, archives)
+    unknown = [env for env in references or {} if env not in data["envs"]]
+    if unknown:
+        raise ValueError(
+            f"--reference {', '.join(unknown)}: no run of that env in the report (its envs: "
+            f"{', '.join(data['envs'])}). Fix: spell the env as the sweep's --envs did"
+        )
     rows = []
     for config in data["configs"]:
         for env in data["envs"]:
