@@ -219,6 +219,11 @@ def test_a_gin_seed_binding_is_the_runs_seed_without_seed_flag(tmp_path):
     assert hparams["seed"] == 5 and hparams["name"] == "named_in_gin"
 
 
+def test_dataset_options_without_a_dataset_are_refused():
+    with pytest.raises(ConfigError, match="--no_protect, --datasets_path apply to the dataset"):
+        cli.train_minatar(["--no_protect", "--datasets_path", "/tmp/minari", "--steps", "1"])
+
+
 def test_bare_config_names_resolve_in_the_given_folders():
     with pytest.raises(FileNotFoundError, match="sac.gin not found"):
         cli.train_gym(["--config", "sac.gin"], search_dirs=[])
@@ -274,13 +279,16 @@ def test_minatar_datasets_are_recorded_from_a_random_policy_or_a_saved_agent(tmp
         )
     with pytest.raises(SystemExit, match="error: --noise_std shape"):  # continuous: still unused
         cli.record_dataset(["--noise_std", "0.2", "--npz", str(tmp_path / "x.npz")])
-    # --epsilon 1 with a saved agent: every action uniform, recorded in the summary
-    summary = cli.record_minatar_dataset(
-        ["--game", "breakout", "--policy", str(saved), "--config", "basic_online.gin",
-         "--transitions", "300", "--npz", str(agent_npz), "--max_episode_steps", "50",
-         "--epsilon", "1.0"],
-        search_dirs=[minatar],
-    )  # fmt: skip
+    # --epsilon 1 with a saved agent: every action uniform, recorded in the summary; the file
+    # of the recording above is replaced only with --overwrite
+    again = ["--game", "breakout", "--policy", str(saved), "--config", "basic_online.gin",
+             "--transitions", "300", "--npz", str(agent_npz), "--max_episode_steps", "50",
+             "--epsilon", "1.0"]  # fmt: skip
+    before = agent_npz.read_bytes()
+    with pytest.raises(SystemExit, match="agent.npz exists.*only with --overwrite"):
+        cli.record_minatar_dataset(again, search_dirs=[minatar])
+    assert agent_npz.read_bytes() == before
+    summary = cli.record_minatar_dataset([*again, "--overwrite"], search_dirs=[minatar])
     transitions, _ = ds.load_npz(agent_npz)
     assert summary["epsilon"] == 1.0 and set(np.unique(transitions.action).tolist()) == {0, 1, 2}
 
@@ -311,6 +319,7 @@ def test_minatar_replay_of_a_training_run_is_written_as_its_episodes(tmp_path):
     out = tmp_path / "replay.npz"
     argv_40 = ["--game", "breakout", "--max_episode_steps", "40"]
     summary = cli.record_minatar_dataset([*argv_40, "--replay", str(ckpt), "--npz", str(out)])
+    refused = tmp_path / "refused.npz"  # the refusals below write nothing
     data, space = ds.load_npz(out)
     finished = torch.load(ckpt / "state.pt", weights_only=True)["counters"]["episodes"]
     with np.load(ckpt / "buffer.npz") as buf:
@@ -331,24 +340,33 @@ def test_minatar_replay_of_a_training_run_is_written_as_its_episodes(tmp_path):
     assert summary["noise_std"] is None and summary["epsilon"] is None
     with pytest.raises(SystemExit, match="--policy, --transitions would shape a new recording"):
         cli.record_minatar_dataset(
-            ["--replay", str(ckpt), "--policy", str(run), "--transitions", "10", "--npz", str(out)]
+            [
+                "--replay",
+                str(ckpt),
+                "--policy",
+                str(run),
+                "--transitions",
+                "10",
+                "--npz",
+                str(refused),
+            ]
         )
     # another game or recorder: refused by the run's record (hparams.json) or, for a checkpoint
     # moved out of its run (a warning says the options go unchecked), by the buffer's layout
     game = ["--game", "space_invaders", "--max_episode_steps", "40"]
     with pytest.raises(SystemExit, match="--game breakout in the run, --game space_invaders here"):
-        cli.record_minatar_dataset([*game, "--replay", str(ckpt), "--npz", str(out)])
+        cli.record_minatar_dataset([*game, "--replay", str(ckpt), "--npz", str(refused)])
     with pytest.raises(SystemExit, match="trained by train_minatar.py.*experiments/minatar/rec"):
-        cli.record_dataset(["--env", "CartPole-v1", "--replay", str(ckpt), "--npz", str(out)])
+        cli.record_dataset(["--env", "CartPole-v1", "--replay", str(ckpt), "--npz", str(refused)])
     moved = tmp_path / "moved"
     shutil.copytree(ckpt, moved)
     with (
         pytest.warns(UserWarning, match="no run record"),
         pytest.raises(ds.DatasetError, match=r"obs\['obs'\]: shape \(4, 10, 10\) != \(6, 10"),
     ):
-        cli.record_minatar_dataset([*game, "--replay", str(moved), "--npz", str(out)])
+        cli.record_minatar_dataset([*game, "--replay", str(moved), "--npz", str(refused)])
     with pytest.raises(ds.DatasetError, match="not a checkpoint folder.*newest of this run's is"):
-        cli.record_minatar_dataset(["--replay", str(run), "--npz", str(out)])
+        cli.record_minatar_dataset(["--replay", str(run), "--npz", str(refused)])
     # a buffer that disagrees with the run's counters (here: one step more counted) is refused,
     # first as a file that no longer matches the manifest, then (manifest rewritten) by the counters
     edited = run / "checkpoints" / "ckpt_301"
@@ -357,7 +375,7 @@ def test_minatar_replay_of_a_training_run_is_written_as_its_episodes(tmp_path):
     state["counters"]["env_steps"] = 301
     torch.save(state, edited / "state.pt")
     with pytest.raises(ds.DatasetError, match="state.pt (has .* bytes|does not match).*Fix"):
-        cli.record_minatar_dataset([*argv_40, "--replay", str(edited), "--npz", str(out)])
+        cli.record_minatar_dataset([*argv_40, "--replay", str(edited), "--npz", str(refused)])
     manifest = json.loads((edited / "MANIFEST.json").read_text())
     manifest["files"]["state.pt"] = {
         "sha256": sha256_file(edited / "state.pt"),
@@ -365,4 +383,5 @@ def test_minatar_replay_of_a_training_run_is_written_as_its_episodes(tmp_path):
     }
     (edited / "MANIFEST.json").write_text(json.dumps(manifest))
     with pytest.raises(ds.DatasetError, match="took 301 env steps.*n_step = 1"):
-        cli.record_minatar_dataset([*argv_40, "--replay", str(edited), "--npz", str(out)])
+        cli.record_minatar_dataset([*argv_40, "--replay", str(edited), "--npz", str(refused)])
+    assert not refused.exists()

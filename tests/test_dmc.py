@@ -346,7 +346,10 @@ def test_replay_of_a_pixel_run_is_written_as_its_frame_stacked_episodes(tmp_path
         np.testing.assert_allclose(buf["action"][:300].reshape(300, -1), data.action)
         np.testing.assert_allclose(buf["reward"][:300].reshape(-1), data.reward)
     # the default camera (None) and its number are the same env
-    module.main(env_flags + ["--camera_id", "0", "--replay", str(ckpt), "--npz", str(npz)])
+    module.main(
+        env_flags + ["--camera_id", "0", "--replay", str(ckpt), "--npz", str(npz), "--overwrite"]
+    )
+    refused = tmp_path / "refused.npz"  # the refusals below write nothing
     # a recorder whose env is not the run's is refused, not written with the run's frames: by
     # the run's record of its options (an action repeat changes no shape) ...
     for other, said, fix in [
@@ -357,7 +360,7 @@ def test_replay_of_a_pixel_run_is_written_as_its_frame_stacked_episodes(tmp_path
          "--fast_render here", "--task swingup, leave out --fast_render"),
     ]:  # fmt: skip
         with pytest.raises(SystemExit, match=f"run trained on .*: {said}. Fix: .*options: {fix}$"):
-            module.main(env_flags + other + ["--replay", str(ckpt), "--npz", str(npz)])
+            module.main(env_flags + other + ["--replay", str(ckpt), "--npz", str(refused)])
     # ... and, for a checkpoint moved out of its run, by the buffer's layout
     moved = tmp_path / "moved"
     shutil.copytree(ckpt, moved)
@@ -369,7 +372,8 @@ def test_replay_of_a_pixel_run_is_written_as_its_frame_stacked_episodes(tmp_path
             pytest.warns(UserWarning, match="no run record"),
             pytest.raises(ds.DatasetError, match=f"do not fit this env.*{diff}.*Fix"),
         ):
-            module.main(env_flags + other + ["--replay", str(moved), "--npz", str(npz)])
+            module.main(env_flags + other + ["--replay", str(moved), "--npz", str(refused)])
+    assert not refused.exists()
 
 
 def test_dmc_recorder_cuts_episodes_at_max_episode_steps(tmp_path):

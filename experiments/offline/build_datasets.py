@@ -740,7 +740,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--envs", nargs="+", default=None, help=f"default: {' '.join(ENVS)} (--verify: all built)"
     )
-    p.add_argument("--overwrite", action="store_true", help="replace existing Minari datasets")
+    p.add_argument("--overwrite", action="store_true", help="replace existing datasets")
     p.add_argument("--seed", type=int, default=0, help="seed of the SAC training runs")
     p.add_argument("--record_seed", type=int, default=0, help="seed of the recorded episodes")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (train and record)")

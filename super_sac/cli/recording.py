@@ -124,7 +124,9 @@ def add_record_args(p: argparse.ArgumentParser, default_config: str) -> None:
     )
     p.add_argument("--datasets_path", default=None, help="local Minari folder")
     p.add_argument("--npz", default=None, help="also (or only) write this .npz file")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing Minari dataset")
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace an existing Minari dataset or --npz file"
+    )
     p.add_argument(
         "--label",
         default=None,
@@ -179,6 +181,12 @@ def record(
         raise SystemExit("error: give --dataset_id (Minari) and/or --npz")
     _check_replay_args(args)
     _check_replay_env(args)
+    npz = Path(args.npz).with_suffix(".npz") if args.npz else None
+    if npz is not None and npz.exists() and not args.overwrite:
+        raise SystemExit(
+            f"error: --npz {npz} exists, and a dataset is replaced only with --overwrite. Fix: "
+            "pass --overwrite, or write to another path"
+        )
     torch.set_num_threads(args.threads)
     super_sac.set_seed(args.seed)
     env = make() if make is not None else make_env(args.env, args.max_episode_steps)

@@ -81,6 +81,12 @@ def dataset_loader(
         if getattr(args, flag) is not None:
             args.gin_bindings.append(f"super_sac.{setting} = {getattr(args, flag)}")
     if args.dataset is None:
+        unused = [f"--{k}" for k in ("no_protect", "datasets_path") if getattr(args, k)]
+        if unused:
+            raise ConfigError(
+                f"{', '.join(unused)} apply to the dataset a run loads, and no --dataset is "
+                "given. Fix: add --dataset, or leave them out"
+            )
         return None
 
     def load(buffer: super_sac.ReplayBuffer, env: gym.Env, agent: super_sac.Agent) -> None:
