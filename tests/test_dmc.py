@@ -376,6 +376,16 @@ def test_replay_of_a_pixel_run_is_written_as_its_frame_stacked_episodes(tmp_path
     assert not refused.exists()
 
 
+def test_pixel_options_with_from_states_are_refused(capsys):
+    record = importlib.util.spec_from_file_location("dmc_record", DMC / "record_replay.py")
+    module = importlib.util.module_from_spec(record)
+    record.loader.exec_module(module)
+    for main, out in ((module.main, ["--npz", "x.npz"]), (_script().main, [])):
+        with pytest.raises(SystemExit):
+            main(["--from_states", "--image_size", "64", "--camera_id", "1", *out])
+        assert "--image_size, --camera_id shape pixel observations" in capsys.readouterr().err
+
+
 def test_dmc_recorder_cuts_episodes_at_max_episode_steps(tmp_path):
     record = importlib.util.spec_from_file_location("dmc_record", DMC / "record_replay.py")
     module = importlib.util.module_from_spec(record)

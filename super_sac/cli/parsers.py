@@ -130,6 +130,25 @@ def add_dmc_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+_PIXEL_ONLY = ("frame_stack", "image_size", "camera_id")
+
+
+def check_dmc_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse the pixel options given with ``--from_states``, which would ignore them.
+
+    :param p: the parser of ``args`` (its defaults tell what was given).
+    :param args: a command line with :func:`add_dmc_args`'s options.
+    """
+    if not args.from_states:
+        return
+    given = [f"--{key}" for key in _PIXEL_ONLY if getattr(args, key) != p.get_default(key)]
+    if given:
+        p.error(
+            f"{', '.join(given)} shape pixel observations, and --from_states observes the state "
+            "vector instead. Fix: leave them out, or drop --from_states"
+        )
+
+
 def add_common_args(p: argparse.ArgumentParser, default_config: str) -> None:
     """Add the options every training script shares.
 

@@ -27,7 +27,7 @@ from super_sac.cli.factories import (
     make_env,
     minatar_agent,
 )
-from super_sac.cli.parsers import add_dmc_args
+from super_sac.cli.parsers import add_dmc_args, check_dmc_args
 from super_sac.cli.runner import (
     parse_gin_args,
 )
@@ -436,7 +436,9 @@ def record_dmc_dataset(
     :param description: the ``--help`` text.
     :return: the summary of :func:`record`.
     """
-    args = record_dmc_parser(description).parse_args(argv)
+    parser = record_dmc_parser(description)
+    args = parser.parse_args(argv)
+    check_dmc_args(parser, args)
     kwargs = dmc_env_kwargs(args)
     summary = record(
         args,

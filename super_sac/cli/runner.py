@@ -33,6 +33,7 @@ from super_sac.cli.factories import (
 from super_sac.cli.parsers import (
     atari_parser,
     build_parser,
+    check_dmc_args,
     dmc_parser,
     minatar_parser,
     offline_parser,
@@ -522,6 +523,7 @@ def train_dmc(
     """
     parser = dmc_parser(description)
     args = parser.parse_args(argv)
+    check_dmc_args(parser, args)
     if args.env is not None:
         from super_sac.envs.dmc import UnknownDMCTaskError, parse_dmc_id
 
