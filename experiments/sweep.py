@@ -27,7 +27,7 @@ import signal
 import sys
 from pathlib import Path
 
-from super_sac.sweep.grid import Grid
+from super_sac.sweep.grid import MANIFEST, Grid, check_script_args
 from super_sac.sweep.local import archived_trials, run_local
 from super_sac.sweep.report import (
     check_report,
@@ -221,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
             shlex.split(args.script_args),
         )
         sweep_dir = Path(args.root) / args.name
+        if not (sweep_dir / MANIFEST).exists():
+            check_script_args(grid.script_args)
         script = args.script or ROOT / "experiments" / "gym" / "train_gym.py"
         _check_backend_options(args)
         if args.backend == "ray":

@@ -173,47 +173,41 @@ def test_resume_keeps_the_runs_options_and_refuses_changed_ones(tmp_path):
              "super_sac.eval_interval = 1000", "super_sac.verbosity = 0"]  # fmt: skip
     bindings = [x for b in small for x in ("--gin_bindings", b)]
     run = tmp_path / "run"
-    first = ["--config", "td3.gin", "--env", "Pendulum-v1", "--seed", "1", "--logging", "none"]
+    env = ["--env", "MountainCarContinuous-v0"]
+    first = ["--config", "td3.gin", *env, "--seed", "1", "--logging", "none"]
     cli.train_gym(
         [*first, "--steps", "20", "--run_dir", str(run), *bindings], search_dirs=[gym_dir]
     )
+    # a changed option is refused even when it is the parser's default (Pendulum-v1)
+    changed = ["--env", "Pendulum-v1", "--seed", "7", "--run_dir", "/elsewhere"]
     with pytest.raises(
         ConfigError,
-        match="--env 'CartPole-v1' here, 'Pendulum-v1' in the run; --seed 7 here, 1 in the run.*"
-        "--run_dir '/elsewhere' here, but --resume continues",
+        match="--env 'Pendulum-v1' here, 'MountainCarContinuous-v0' in the run; --seed 7 here, 1 "
+        "in the run; --run_dir '/elsewhere' here, but --resume continues .* Fix: leave these",
     ):
-        cli.train_gym(
-            [
-                "--resume",
-                str(run),
-                "--env",
-                "CartPole-v1",
-                "--seed",
-                "7",
-                "--run_dir",
-                "/elsewhere",
-            ],
-            search_dirs=[gym_dir],
-        )
-    # the run's own command line again, with --resume and more steps: accepted
-    summary = cli.train_gym(
-        [*first, "--resume", str(run), "--steps", "40", *bindings], search_dirs=[gym_dir]
-    )
+        cli.train_gym(["--resume", str(run), *changed], search_dirs=[gym_dir])
+    # the run's own command line again (its config spelled as a path), more steps: accepted
+    again = [*first, "--config", str(gym_dir / "td3.gin"), "--resume", str(run)]
+    summary = cli.train_gym([*again, "--steps", "40", *bindings], search_dirs=[gym_dir])
     assert summary["env_steps"] == 40
-    # only --resume: the config (and so the name) and the logging choice are the run's
-    cli.train_gym(["--resume", str(run), "--steps", "60", *bindings], search_dirs=[gym_dir])
+    # only --resume: the config (and so the name) and the logging choice are the run's; a gin
+    # seed binding does not reseed it
+    seed_5 = ["--gin_bindings", "super_sac.seed = 5"]
+    cli.train_gym(
+        ["--resume", str(run), "--steps", "60", *bindings, *seed_5], search_dirs=[gym_dir]
+    )
     hparams = json.loads((run / "hparams.json").read_text())
-    assert hparams["name"] == "td3_Pendulum-v1" and hparams["logging_method"] == "none"
+    assert hparams["name"] == "td3_MountainCarContinuous-v0" and hparams["logging_method"] == "none"
     assert hparams["seed"] == 1 and hparams["run_info"]["args"]["config"] == "td3.gin"
     assert not list(run.rglob("events.out.tfevents*"))
 
 
-def test_a_gin_seed_binding_is_the_runs_seed_without_seed_flag(tmp_path):
+def test_gin_seed_and_name_bindings_are_the_runs_without_the_flags(tmp_path):
     gym_dir = ROOT / "experiments" / "gym"
+    small = ["super_sac.random_warmup_steps = 5", "super_sac.verbosity = 0", "SEED = 5",
+             "super_sac.seed = %SEED", "super_sac.name = 'named_in_gin'"]  # fmt: skip
     argv = ["--config", "sac.gin", "--steps", "5", "--logging", "none", "--run_dir",
-            str(tmp_path / "run"), "--gin_bindings", "super_sac.seed = 5", "--gin_bindings",
-            "super_sac.random_warmup_steps = 5", "--gin_bindings", "super_sac.verbosity = 0",
-            "--gin_bindings", "super_sac.name = 'named_in_gin'"]  # fmt: skip
+            str(tmp_path / "run"), *[x for b in small for x in ("--gin_bindings", b)]]  # fmt: skip
     cli.train_gym(argv, search_dirs=[gym_dir])
     hparams = json.loads((tmp_path / "run" / "hparams.json").read_text())
     assert hparams["seed"] == 5 and hparams["name"] == "named_in_gin"

@@ -609,6 +609,8 @@ def test_options_the_chosen_path_would_ignore_are_refused(tmp_path):
         sweep_cli.main([*run, "--backend", "ray", "--workers", "2", "--gpus", "0"])
     with pytest.raises(ValueError, match="--cpus, --gpus_per_trial apply to the ray backend"):
         sweep_cli.main([*run, "--cpus", "2", "--gpus_per_trial", "1"])
+    with pytest.raises(ValueError, match="script_args '--seed': the sweep sets --seed"):
+        sweep_cli.main([*run, "--script_args", "--seed 3"])
     assert not (tmp_path / "x").exists()
 
 
@@ -1480,13 +1482,16 @@ def test_script_args_reach_every_trial_and_the_manifest(tmp_path):
     write_manifest(tmp_path, grid)
     with pytest.raises(GridMismatchError, match="script_args"):
         write_manifest(tmp_path, Grid.make(["drqv2.gin"], ["cartpole-swingup"], "0", steps=10))
-    # options the sweep sets per trial would override it (the script keeps the last value)
+    # options the sweep sets per trial would override it (the script keeps the last value):
+    # refused when a sweep is created; an existing manifest holding one still loads
+    from super_sac.sweep.grid import check_script_args
+
     for arg, fix in [("--seed", "--seeds"), ("--run_dir=/x", "--root and --name"),
                      ("--threads", "--cpus_per_trial"), ("--game", "--envs")]:  # fmt: skip
-        with pytest.raises(
-            ValueError, match=f"the sweep sets {arg.split('=')[0]} .*Fix: use {fix}"
-        ):
-            Grid.make(["drqv2.gin"], ["cartpole-swingup"], "0-1", script_args=[arg, "3"])
+        with pytest.raises(ValueError, match=f"sweep sets {arg.split('=')[0]} .*Fix: use {fix}"):
+            check_script_args([arg, "3"])
+    old = Grid.make(["drqv2.gin"], ["cartpole-swingup"], "0-1", script_args=["--threads", "2"])
+    assert Grid.from_json(old.to_json()) == old
 
 
 ORDER_SCRIPT = """

@@ -456,10 +456,22 @@ def compare_checksums(
     return ChecksumCheck(problems, good, differing)
 
 
+def refuse_existing(out: Path, env_id: str, qualities: tuple[str, ...], overwrite: bool) -> None:
+    """Stop before any work when a dataset file to write exists and ``--overwrite`` is not given
+    (the recorders would refuse it only after training or recording)."""
+    there = [str(npz_path(out, env_id, q)) for q in qualities if npz_path(out, env_id, q).exists()]
+    if there and not overwrite:
+        raise SystemExit(
+            f"error: {', '.join(there)} exist, and a build replaces datasets only with "
+            "--overwrite. Fix: pass --overwrite, or build into another --out"
+        )
+
+
 def record_env(
     out: Path, env_id: str, args: argparse.Namespace, medium_choice: str | None
 ) -> dict[str, Any]:
     """Record the four datasets of ``env_id``; :return: its entry of ``reference_returns.json``."""
+    refuse_existing(out, env_id, QUALITIES, args.overwrite)
     folder = run_dir(out, env_id)
     seed, threads = args.record_seed, args.threads
     trained_steps = training_settings(folder).get("steps")
@@ -578,6 +590,7 @@ def rebuild_medium(out: Path, envs: list[str] | None, args: argparse.Namespace) 
                 "remove it, or rebuild into another --out"
             )
         step = int(ref["medium_checkpoint"]["env_steps"])
+        refuse_existing(out, env_id, ("medium", "medium-replay"), args.overwrite)
         folder = train_agent(out, env_id, args.seed, args.threads, args.numerics_record, step)
         medium = forced_medium(out, folder, str(step))
         summaries = {

@@ -285,7 +285,7 @@ def _check_replay_env(args: argparse.Namespace) -> None:
         for options in (ran, here):
             if options["camera_id"] is None:
                 options["camera_id"] = default_camera(options["domain"])
-    if ran.get("from_states") and here.get("from_states"):  # the pixel options do nothing
+    if ran.get("from_states"):  # a state run: the pixel options do nothing
         here = {key: value for key, value in here.items() if key not in _PIXEL_OPTIONS}
     differ = [key for key, value in here.items() if value != ran[key]]
     if differ:

@@ -57,6 +57,14 @@ def loop_setting(name: str) -> Any:
         return inspect.signature(super_sac.super_sac).parameters[name].default
 
 
+def _bound_value(name: str) -> Any:
+    """The value gin binds to ``super_sac.<name>`` (a macro, ``%SEED``, resolved)."""
+    value = gin.query_parameter(f"super_sac.{name}")
+    if isinstance(value, gin.config.ConfigurableReference):
+        value = value.scoped_configurable_fn()
+    return value
+
+
 def _bound(name: str) -> bool:
     """Whether a gin file or binding sets ``super_sac.<name>``."""
     try:
@@ -83,10 +91,10 @@ def dataset_loader(
             args.gin_bindings.append(f"super_sac.{setting} = {getattr(args, flag)}")
     if args.dataset is None:
         unused = [f"--{k}" for k in ("no_protect", "datasets_path") if getattr(args, k)]
-        if unused:
+        if unused and not args.resume:  # a resumed run keeps its dataset (and its own options)
             raise ConfigError(
-                f"{', '.join(unused)} apply to the dataset a run loads, and no --dataset is "
-                "given. Fix: add --dataset, or leave them out"
+                f"{', '.join(unused)} {'apply' if len(unused) > 1 else 'applies'} to the dataset "
+                "a run loads, and no --dataset is given. Fix: add --dataset, or leave them out"
             )
         return None
 
@@ -110,21 +118,22 @@ def resumed_args(
     args: argparse.Namespace,
     task_key: str = "env",
     extra_saved_args: tuple[str, ...] = (),
-    defaults: dict[str, Any] | None = None,
+    given: set[str] | None = None,
 ) -> tuple[argparse.Namespace, list[str]]:
     """The command line of a run continued with ``--resume RUN_DIR``, and its config files.
 
-    The task, ``config``, ``parallel_envs``, ``seed``, ``max_episode_steps``, ``name`` and
-    ``extra_saved_args`` come from the run's ``hparams.json`` (what it was started with), and
-    ``logging`` too unless this command line gives it; the other options are this command
-    line's. The only config file is the run's ``config.gin`` (the settings it ran with).
+    The task, ``config``, ``parallel_envs``, ``seed``, ``max_episode_steps``, ``name`` (or the
+    name the run had) and ``extra_saved_args`` come from the run's ``hparams.json`` (what it was
+    started with), and ``logging`` too unless this command line gives it; the other options are
+    this command line's. The only config file is the run's ``config.gin`` (the settings it ran
+    with).
 
     :param args: this command line (``args.resume`` names the run directory).
     :param task_key: the option naming the task ("env", "game").
     :param extra_saved_args: further options to take from the original command line.
-    :param defaults: the parser's default of each option; with it, an option of the run's that
-        this command line sets to another value is refused (repeating the run's own command
-        line with ``--resume`` added is fine).
+    :param given: the options this command line gave (:func:`given_options`); with it, one the
+        run keeps given with another value is refused (repeating the run's own command line
+        with ``--resume`` added is fine).
     :raises FileNotFoundError: when ``args.resume`` has no ``hparams.json``.
     :raises ConfigError: when this command line changes an option the run keeps.
     """
@@ -134,31 +143,46 @@ def resumed_args(
         raise FileNotFoundError(
             f"--resume {run_dir}: no hparams.json there; is it a run directory?"
         )
-    saved = (json.loads(hparams.read_text()).get("run_info") or {}).get("args") or {}
+    record = json.loads(hparams.read_text())
+    saved = (record.get("run_info") or {}).get("args") or {}
     kept = (task_key, "config", "parallel_envs", "seed", "max_episode_steps", "name")
     kept += extra_saved_args
-    if defaults is not None:
-        _refuse_changed_options(args, saved, kept, defaults)
+    if given is not None:
+        _refuse_changed_options(args, saved, kept, given)
     merged = argparse.Namespace(**{**vars(args), **{k: v for k, v in saved.items() if k in kept}})
+    if merged.name is None:  # the name the run had, whatever config this command line names
+        merged.name = record.get("name")
     if merged.logging is None:
         merged.logging = saved.get("logging")
     return merged, [str(run_dir / "config.gin")]
 
 
+def _same_option(key: str, mine: Any, theirs: Any) -> bool:
+    """Whether two values of an option mean the same: paths are compared as paths (the same
+    file spelled differently), a config by its file name (only the run's name uses it)."""
+    if mine == theirs:
+        return True
+    if not isinstance(mine, str) or not isinstance(theirs, str):
+        return False
+    if key == "config":
+        return Path(mine).name == Path(theirs).name
+    if key in ("dataset", "datasets_path"):
+        a, b = Path(mine), Path(theirs)
+        if os.path.normpath(a) == os.path.normpath(b):
+            return True
+        return a.exists() and b.exists() and a.resolve() == b.resolve()
+    return False
+
+
 def _refuse_changed_options(
-    args: argparse.Namespace,
-    saved: dict[str, Any],
-    kept: tuple[str, ...],
-    defaults: dict[str, Any],
+    args: argparse.Namespace, saved: dict[str, Any], kept: tuple[str, ...], given: set[str]
 ) -> None:
-    """Raise :class:`ConfigError` naming each kept option this command line sets (to other than
-    its default) and the run was started with another value of, and a ``--run_dir`` elsewhere."""
+    """Raise :class:`ConfigError` naming each kept option this command line gives with another
+    value than the run was started with, and a ``--run_dir`` elsewhere."""
     changed = [
         f"--{key} {getattr(args, key)!r} here, {saved[key]!r} in the run"
         for key in kept
-        if key in saved
-        and getattr(args, key, None) != defaults.get(key)
-        and getattr(args, key) != saved[key]
+        if key in saved and key in given and not _same_option(key, getattr(args, key), saved[key])
     ]
     run_dir = getattr(args, "run_dir", None)
     if run_dir is not None and Path(run_dir).resolve() != Path(args.resume).resolve():
@@ -171,9 +195,26 @@ def _refuse_changed_options(
         )
 
 
-def parser_defaults(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any]:
-    """Each parsed option's default in ``parser`` (what :func:`resumed_args` compares with)."""
-    return {dest: parser.get_default(dest) for dest in vars(args)}
+def given_options(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None, args: argparse.Namespace
+) -> set[str]:
+    """The options (destinations) that ``argv`` gives, told from defaults by a second parse in
+    which every default is a marker. A DeepMind Control ``--env`` gives ``domain`` and ``task``.
+
+    :param parser: a fresh parser of the command line (it is changed).
+    :param argv: the command line (None: ``sys.argv[1:]``).
+    :param args: its first parse (names every destination).
+    """
+    # every default becomes a marker (an object, which argparse neither converts nor copies);
+    # appending options keep theirs, which they extend
+    unset = object()
+    blanked = {dest for dest, value in vars(args).items() if not isinstance(value, list)}
+    parser.set_defaults(**dict.fromkeys(blanked, unset))
+    parsed = vars(parser.parse_args(argv))
+    given = {dest for dest in blanked if parsed.get(dest, unset) is not unset}
+    if "env" in given and "domain" in vars(args):
+        given |= {"domain", "task"}
+    return given
 
 
 def parse_gin_args(
@@ -244,7 +285,8 @@ def run(
     | None = None,
     extra_saved_args: tuple[str, ...] = (),
     loop_defaults: Callable[[argparse.Namespace], dict[str, Any]] | None = None,
-    defaults: dict[str, Any] | None = None,
+    given: set[str] | None = None,
+    default_name: Callable[[argparse.Namespace], str] | None = None,
 ) -> dict[str, Any]:
     """Parse the gin files, build the envs, the agent and the buffer, and train.
 
@@ -263,22 +305,24 @@ def run(
     :param loop_defaults: ``args -> {setting: value}``, called once the gin files are parsed:
         the script's values of loop settings that no gin file or binding sets (the DeepMind
         Control pixel script's default augmenter).
-    :param defaults: the parser's option defaults (:func:`parser_defaults`): with them, a
+    :param given: the options the command line gave (:func:`given_options`): with them, a
         resumed run refuses options that change the run's (see :func:`resumed_args`).
+    :param default_name: ``args -> name`` without ``--name`` or a gin ``super_sac.name``
+        (default ``<config>_<task>``).
     :return: the summary dict of :func:`super_sac.super_sac`.
     """
     if args.threads:
         torch.set_num_threads(args.threads)
     config_files = [args.config]
     if args.resume:
-        args, config_files = resumed_args(args, task_key, extra_saved_args, defaults)
+        args, config_files = resumed_args(args, task_key, extra_saved_args, given)
     bindings = list(args.gin_bindings)
     if args.steps is not None:
         bindings.append(f"super_sac.num_steps_online = {args.steps}")
     parse_gin_args(config_files, bindings, search_dirs)
     for option in ("seed", "name"):  # the flag wins; without it, a gin binding is the value
-        if getattr(args, option) is None and _bound(option):
-            setattr(args, option, gin.query_parameter(f"super_sac.{option}"))
+        if getattr(args, option) is None and _bound(option) and not args.resume:
+            setattr(args, option, _bound_value(option))
     device = super_sac.get_device(args.device)
     if args.seed is not None:
         super_sac.set_seed(args.seed)
@@ -292,7 +336,12 @@ def run(
     if prepare_buffer is not None and not args.resume:
         prepare_buffer(buffer, test_env, agent)
     overrides: dict[str, Any] = {
-        "name": args.name or f"{Path(args.config).stem}_{getattr(args, task_key)}",
+        "name": args.name
+        or (
+            default_name(args)
+            if default_name
+            else f"{Path(args.config).stem}_{getattr(args, task_key)}"
+        ),
         "seed": args.seed,
         "resume": args.resume or False,
         "run_info": {
@@ -367,7 +416,7 @@ def train_gym(
         script=script,
         task_key="env",
         search_dirs=search_dirs,
-        defaults=parser_defaults(parser, args),
+        given=given_options(build_parser(description), argv, args),
     )
 
 
@@ -393,8 +442,6 @@ def train_offline(
     args = parser.parse_args(argv)
     if args.dataset is None and not args.resume:
         parser.error("--dataset is required (a resumed run takes it from its run directory)")
-    if args.name is None and not args.resume:
-        args.name = f"{Path(args.config).stem}_{Path(args.dataset).stem.replace('/', '_')}"
     return run(
         args,
         gym_envs,
@@ -404,7 +451,8 @@ def train_offline(
         search_dirs=search_dirs,
         prepare_buffer=dataset_loader(args),
         extra_saved_args=("dataset", "datasets_path"),
-        defaults=parser_defaults(parser, args),
+        given=given_options(offline_parser(description), argv, args),
+        default_name=lambda a: f"{Path(a.config).stem}_{Path(a.dataset).stem.replace('/', '_')}",
     )
 
 
@@ -435,7 +483,7 @@ def train_minatar(
         search_dirs=search_dirs,
         prepare_buffer=dataset_loader(args),
         extra_saved_args=("dataset", "datasets_path"),
-        defaults=parser_defaults(parser, args),
+        given=given_options(minatar_parser(description), argv, args),
     )
 
 
@@ -464,7 +512,7 @@ def train_atari(
         script=script,
         task_key="game",
         search_dirs=search_dirs,
-        defaults=parser_defaults(parser, args),
+        given=given_options(atari_parser(description), argv, args),
     )
 
 
@@ -531,8 +579,6 @@ def train_dmc(
             args.domain, args.task = parse_dmc_id(args.env)
         except UnknownDMCTaskError as err:
             raise UnknownEnvError(str(err)) from None
-    if args.name is None and not args.resume:
-        args.name = f"{Path(args.config).stem}_{args.domain}_{args.task}"
     return run(
         args,
         dmc_envs,
@@ -543,7 +589,8 @@ def train_dmc(
         prepare_buffer=dataset_loader(args),
         extra_saved_args=DMC_SAVED_ARGS,
         loop_defaults=dmc_loop_defaults,
-        defaults=parser_defaults(parser, args),
+        given=given_options(dmc_parser(description), argv, args),
+        default_name=lambda a: f"{Path(a.config).stem}_{a.domain}_{a.task}",
     )
 
 

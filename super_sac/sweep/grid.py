@@ -121,9 +121,13 @@ _SWEEP_SET = {
 }
 
 
-def _check_script_args(script_args: Sequence[str]) -> None:
+def check_script_args(script_args: Sequence[str]) -> None:
     """Refuse script options that the sweep sets for each trial: the script would take whichever
-    comes last, so every trial would share one seed, folder or task."""
+    comes last, so every trial would share one seed, folder or task. Checked when a sweep is
+    created (an existing manifest stays readable and its sweep can be finished).
+
+    :raises ValueError: naming the option and the sweep option to use instead.
+    """
     for arg in script_args:
         flag = arg.split("=", 1)[0]
         if flag in _SWEEP_SET:
@@ -167,7 +171,6 @@ class Grid:
         """
         if not configs or not envs:
             raise ValueError("a sweep needs at least one config and one env")
-        _check_script_args(script_args)
         for what, items, folder in (
             ("configs", configs, lambda c: Path(c).stem),
             ("envs", envs, env_folder),
