@@ -349,6 +349,18 @@ def test_replay_of_a_pixel_run_is_written_as_its_frame_stacked_episodes(tmp_path
     module.main(
         env_flags + ["--camera_id", "0", "--replay", str(ckpt), "--npz", str(npz), "--overwrite"]
     )
+    # ... and so for --resume, which refuses another camera
+    from super_sac.cli.runner import DMC_SAVED_ARGS
+
+    for camera, refused_ in (("0", False), ("1", True)):
+        argv = ["--resume", str(run), "--camera_id", camera]
+        args = cli.dmc_parser().parse_args(argv)
+        given = cli.given_options(cli.dmc_parser(), argv, args)
+        if refused_:
+            with pytest.raises(validation.ConfigError, match="--camera_id 1 here, None in the run"):
+                cli.resumed_args(args, "domain", DMC_SAVED_ARGS, given)
+        else:
+            assert cli.resumed_args(args, "domain", DMC_SAVED_ARGS, given)[0].camera_id is None
     refused = tmp_path / "refused.npz"  # the refusals below write nothing
     # a recorder whose env is not the run's is refused, not written with the run's frames: by
     # the run's record of its options (an action repeat changes no shape) ...

@@ -174,6 +174,15 @@ def _same_option(key: str, mine: Any, theirs: Any) -> bool:
     return False
 
 
+def _camera(key: str, value: Any, saved: dict[str, Any]) -> Any:
+    """A DeepMind Control camera of None is the run's domain's default camera."""
+    if key != "camera_id" or value is not None or "domain" not in saved:
+        return value
+    from super_sac.envs.dmc import default_camera
+
+    return default_camera(saved["domain"])
+
+
 def _refuse_changed_options(
     args: argparse.Namespace, saved: dict[str, Any], kept: tuple[str, ...], given: set[str]
 ) -> None:
@@ -182,7 +191,11 @@ def _refuse_changed_options(
     changed = [
         f"--{key} {getattr(args, key)!r} here, {saved[key]!r} in the run"
         for key in kept
-        if key in saved and key in given and not _same_option(key, getattr(args, key), saved[key])
+        if key in saved
+        and key in given
+        and not _same_option(
+            key, _camera(key, getattr(args, key), saved), _camera(key, saved[key], saved)
+        )
     ]
     run_dir = getattr(args, "run_dir", None)
     if run_dir is not None and Path(run_dir).resolve() != Path(args.resume).resolve():
