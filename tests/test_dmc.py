@@ -408,6 +408,15 @@ def test_dmc_recorder_cuts_episodes_at_max_episode_steps(tmp_path):
     assert summary["episodes"] == 3 and len(summary["complete_episode_returns"]) == 2
     with np.load(tmp_path / "states.npz") as data:
         np.testing.assert_array_equal(np.flatnonzero(data["truncated"]), [49, 99, 119])
+    # a limit beyond the suite's own (1,000 control steps: 125 agent steps at action repeat 8)
+    # is said, in the recorder and in the training script
+    beyond = ["--from_states", "--action_repeat", "8", "--max_episode_steps", "200"]
+    with pytest.warns(UserWarning, match="above the task's own time limit of 125 agent steps"):
+        module.main([*beyond, "--transitions", "10", "--npz", str(tmp_path / "beyond.npz")])
+    run = ["--config", "sac_state.gin", "--steps", "5", "--logging", "none", "--run_dir",
+           str(tmp_path / "run")]  # fmt: skip
+    with pytest.warns(UserWarning, match="above the task's own time limit of 125 agent steps"):
+        _script().main([*beyond, *run, *_bindings(["super_sac.random_warmup_steps = 5"])])
 
 
 def test_pixel_agent_reads_the_frames_with_the_drq_encoder():

@@ -30,6 +30,7 @@ from super_sac.cli.factories import (
 from super_sac.cli.parsers import add_dmc_args, check_dmc_args
 from super_sac.cli.runner import (
     parse_gin_args,
+    warn_beyond_time_limit,
 )
 from super_sac.envs.dmc import default_camera
 from super_sac.wrappers import make_minatar_env
@@ -190,6 +191,7 @@ def record(
     torch.set_num_threads(args.threads)
     super_sac.set_seed(args.seed)
     env = make() if make is not None else make_env(args.env, args.max_episode_steps)
+    warn_beyond_time_limit(env, args.max_episode_steps)
     env_name = (
         getattr(args, "env", None) or getattr(args, "game", None) or f"{args.domain}-{args.task}"
     )

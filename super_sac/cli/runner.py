@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import tokenize
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -230,6 +231,22 @@ def given_options(
     return given
 
 
+def warn_beyond_time_limit(env: gym.Env, max_episode_steps: int | None) -> None:
+    """Warn when ``--max_episode_steps`` asks for longer episodes than the env's own time limit
+    allows (a DeepMind Control task's ``time_limit_steps``): they end at that limit.
+
+    :param env: an env of the task.
+    :param max_episode_steps: the requested limit (None: nothing to check).
+    """
+    own = getattr(env.unwrapped, "time_limit_steps", None)
+    if max_episode_steps is not None and own is not None and max_episode_steps > own:
+        warnings.warn(
+            f"--max_episode_steps {max_episode_steps} is above the task's own time limit of "
+            f"{own} agent steps (at this action repeat): episodes end at {own}",
+            stacklevel=2,
+        )
+
+
 def parse_gin_args(
     config_files: Sequence[PathLike], bindings: Sequence[str], search_dirs: SearchDirs
 ) -> None:
@@ -344,6 +361,7 @@ def run(
         # MuJoCo renders headless only through EGL (or OSMesa); its default, GLFW, needs a display
         os.environ.setdefault("MUJOCO_GL", "egl")
     train_env, test_env = make_envs(args)
+    warn_beyond_time_limit(test_env, args.max_episode_steps)
     agent = build_agent(test_env, device)
     buffer = super_sac.ReplayBuffer(seed=args.seed, **frame_stack_default(test_env))
     if prepare_buffer is not None and not args.resume:

@@ -20,6 +20,7 @@ ends it with ``terminated=True``.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from typing import Any
 
@@ -171,6 +172,13 @@ class DMCEnv(gym.Env):
         )
         control_dt = float(self._env.control_timestep())
         self.metadata = {**self.metadata, "render_fps": round(1.0 / (control_dt * action_repeat))}
+
+    @property
+    def time_limit_steps(self) -> int | None:
+        """The suite's time limit in agent steps (``ceil(control steps / action_repeat)``: 125
+        for the standard 1,000-step tasks at action repeat 8), or None without one."""
+        limit = float(self._env._step_limit)
+        return None if math.isinf(limit) else math.ceil(limit / self.action_repeat)
 
     # ------------------------------------------------------------------ gymnasium API
 
