@@ -130,7 +130,11 @@ def add_dmc_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-_PIXEL_ONLY = ("frame_stack", "image_size", "camera_id")
+# add_dmc_args' options: together they decide what the env's transitions are
+DMC_ENV_OPTIONS = ("action_repeat", "frame_stack", "image_size", "camera_id", "fast_render",
+                   "from_states")  # fmt: skip
+# those that shape pixel observations only (fast_render also changes the evaluation videos)
+PIXEL_ONLY_OPTIONS = ("frame_stack", "image_size", "camera_id")
 
 
 def check_dmc_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -141,7 +145,7 @@ def check_dmc_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None
     """
     if not args.from_states:
         return
-    given = [f"--{key}" for key in _PIXEL_ONLY if getattr(args, key) != p.get_default(key)]
+    given = [f"--{key}" for key in PIXEL_ONLY_OPTIONS if getattr(args, key) != p.get_default(key)]
     if given:
         p.error(
             f"{', '.join(given)} shape pixel observations, and --from_states observes the state "

@@ -27,12 +27,17 @@ from super_sac.cli.factories import (
     make_env,
     minatar_agent,
 )
-from super_sac.cli.parsers import add_dmc_args, check_dmc_args
+from super_sac.cli.parsers import (
+    DMC_ENV_OPTIONS,
+    PIXEL_ONLY_OPTIONS,
+    add_dmc_args,
+    check_dmc_args,
+)
 from super_sac.cli.runner import (
     parse_gin_args,
     warn_beyond_time_limit,
 )
-from super_sac.envs.dmc import default_camera
+from super_sac.envs.dmc import resolve_camera
 from super_sac.wrappers import make_minatar_env
 
 PathLike = str | os.PathLike
@@ -240,9 +245,8 @@ def record(
 
 
 # the options that decide what an env's transitions are; a replay is written under the recorder's
-_ENV_OPTIONS = ("env", "game", "domain", "task", "action_repeat", "frame_stack", "image_size",
-                "camera_id", "fast_render", "from_states", "max_episode_steps")  # fmt: skip
-_PIXEL_OPTIONS = ("image_size", "frame_stack", "camera_id", "fast_render")
+_ENV_OPTIONS = ("env", "game", "domain", "task", *DMC_ENV_OPTIONS, "max_episode_steps")
+_PIXEL_OPTIONS = (*PIXEL_ONLY_OPTIONS, "fast_render")  # what a state run's data do not depend on
 _GYM_RECORDER = "experiments/offline/record_replay.py"
 _MINATAR_RECORDER = "experiments/minatar/record_replay.py"
 _DMC_RECORDER = "experiments/dmc/record_replay.py"
@@ -285,8 +289,7 @@ def _check_replay_env(args: argparse.Namespace) -> None:
     here = {key: getattr(args, key) for key in _ENV_OPTIONS if key in ran and hasattr(args, key)}
     if "camera_id" in here:  # None is the domain's default camera
         for options in (ran, here):
-            if options["camera_id"] is None:
-                options["camera_id"] = default_camera(options["domain"])
+            options["camera_id"] = resolve_camera(options["domain"], options["camera_id"])
     if ran.get("from_states"):  # a state run: the pixel options do nothing
         here = {key: value for key, value in here.items() if key not in _PIXEL_OPTIONS}
     differ = [key for key, value in here.items() if value != ran[key]]
@@ -322,12 +325,9 @@ def _check_replay_args(args: argparse.Namespace) -> None:
         for flag, value in (
             ("--policy", args.policy != "random"),
             ("--transitions", args.transitions is not None),
-            ("--noise_std", args.noise_std != 0.0),
-            ("--epsilon", args.epsilon != 0.0),
-            ("--deterministic", args.deterministic),
         )
         if value
-    ]
+    ] + _action_options_given(args)
     if given:
         raise SystemExit(
             f"error: --replay writes every transition the run collected, as it collected "
@@ -343,7 +343,7 @@ def _record_policy(
     agent_builder: AgentBuilder,
 ) -> tuple[list[datasets.Episode], Any, Any]:
     """Run ``--policy`` (random or a saved agent) for ``--transitions`` transitions."""
-    size, discrete = action_spec(env.action_space)
+    num_actions, discrete = action_spec(env.action_space)
     _check_policy_args(args, discrete)
     if args.policy == "random":
         policy = datasets.random_policy(env, args.seed)
@@ -355,10 +355,23 @@ def _record_policy(
             stochastic=not args.deterministic,
             seed=args.seed,
             epsilon=args.epsilon,
-            num_actions=size if discrete else None,
+            num_actions=num_actions if discrete else None,
         )
     size = DEFAULT_TRANSITIONS if args.transitions is None else args.transitions
     return datasets.record_episodes(env, policy, size, seed=args.seed)
+
+
+def _action_options_given(args: argparse.Namespace) -> list[str]:
+    """The options given that shape a saved agent's actions (noise, epsilon, its mean)."""
+    return [
+        flag
+        for flag, given in (
+            ("--noise_std", args.noise_std != 0.0),
+            ("--epsilon", args.epsilon != 0.0),
+            ("--deterministic", args.deterministic),
+        )
+        if given
+    ]
 
 
 def _check_policy_args(args: argparse.Namespace, discrete: bool) -> None:
@@ -370,15 +383,7 @@ def _check_policy_args(args: argparse.Namespace, discrete: bool) -> None:
             "discrete. Fix: mix in uniform random actions with --epsilon instead"
         )
     if args.policy == "random":
-        unused = [
-            flag
-            for flag, given in (
-                ("--epsilon", args.epsilon > 0),
-                ("--noise_std", args.noise_std != 0.0),
-                ("--deterministic", args.deterministic),
-            )
-            if given
-        ]
+        unused = _action_options_given(args)
         if unused:
             raise SystemExit(
                 f"error: {', '.join(unused)} shape a saved agent's actions, and --policy random "

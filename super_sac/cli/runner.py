@@ -32,6 +32,7 @@ from super_sac.cli.factories import (
     minatar_envs,
 )
 from super_sac.cli.parsers import (
+    DMC_ENV_OPTIONS,
     atari_parser,
     build_parser,
     check_dmc_args,
@@ -177,11 +178,11 @@ def _same_option(key: str, mine: Any, theirs: Any) -> bool:
 
 def _camera(key: str, value: Any, saved: dict[str, Any]) -> Any:
     """A DeepMind Control camera of None is the run's domain's default camera."""
-    if key != "camera_id" or value is not None or "domain" not in saved:
+    if key != "camera_id" or "domain" not in saved:
         return value
-    from super_sac.envs.dmc import default_camera
+    from super_sac.envs.dmc import resolve_camera
 
-    return default_camera(saved["domain"])
+    return resolve_camera(saved["domain"], value)
 
 
 def _refuse_changed_options(
@@ -568,17 +569,7 @@ def dmc_loop_defaults(args: argparse.Namespace) -> dict[str, Any]:
     return {"augmenter": default_pixel_augmenter()}
 
 
-DMC_SAVED_ARGS = (
-    "task",
-    "action_repeat",
-    "frame_stack",
-    "image_size",
-    "camera_id",
-    "fast_render",
-    "from_states",
-    "dataset",
-    "datasets_path",
-)
+DMC_SAVED_ARGS = ("task", *DMC_ENV_OPTIONS, "dataset", "datasets_path")
 
 
 def train_dmc(

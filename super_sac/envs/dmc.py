@@ -37,6 +37,7 @@ __all__ = [
     "dmc_task_names",
     "make_dmc_env",
     "parse_dmc_id",
+    "resolve_camera",
 ]
 
 DMC_PREFIX = "dmc:"
@@ -109,6 +110,11 @@ def default_camera(domain: str) -> int:
     return 2 if domain == "quadruped" else 0
 
 
+def resolve_camera(domain: str, camera_id: int | None) -> int:
+    """The camera a ``camera_id`` option means: itself, or :func:`default_camera` when None."""
+    return default_camera(domain) if camera_id is None else int(camera_id)
+
+
 def _flat_dim(spec: Any) -> int:
     return int(np.prod(spec.shape, dtype=np.int64)) if spec.shape else 1
 
@@ -158,7 +164,7 @@ class DMCEnv(gym.Env):
         _check_task(domain, task)
         self.domain, self.task = domain, task
         self.from_pixels, self.image_size = bool(from_pixels), int(image_size)
-        self.camera_id = default_camera(domain) if camera_id is None else int(camera_id)
+        self.camera_id = resolve_camera(domain, camera_id)
         self.action_repeat, self.fast_render = int(action_repeat), bool(fast_render)
         self.render_mode, self.render_size = render_mode, int(render_size)
         self._env = _suite().load(domain, task, task_kwargs={"random": seed})
