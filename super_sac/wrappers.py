@@ -470,6 +470,10 @@ def _merges_stack_axis(env: gym.Wrapper) -> bool:
     )
 
 
+ALE_FRAMES_PER_EPISODE = 108_000
+"""ALE v5's episode cap in emulator frames (30 minutes at 60 Hz; Machado et al. 2018)."""
+
+
 def make_atari_env(
     game: str,
     max_episode_steps: int | None = None,
@@ -486,7 +490,9 @@ def make_atari_env(
     actions (0.25) stay on (Machado et al. 2018).
 
     :param game: ALE game name, e.g. "Breakout" or "Pong".
-    :param max_episode_steps: ``TimeLimit`` in agent steps (None: ALE's own limit).
+    :param max_episode_steps: ``TimeLimit`` in agent steps (None: ALE's own limit of 108,000
+        emulator frames, 27,000 agent steps). A longer limit raises ALE's frame cap to match,
+        so the episodes it asks for are not cut at ALE's limit instead.
     :param frame_stack: frames per observation.
     :param key: observation key.
     :param kwargs: passed to ``gymnasium.make``.
@@ -494,8 +500,13 @@ def make_atari_env(
     import ale_py
 
     gym.register_envs(ale_py)
+    frame_skip = 4
+    if max_episode_steps is not None and "max_num_frames_per_episode" not in kwargs:
+        frames = max_episode_steps * frame_skip
+        if frames > ALE_FRAMES_PER_EPISODE:
+            kwargs["max_num_frames_per_episode"] = frames
     env = gym.make(f"ALE/{game}-v5", frameskip=1, **kwargs)
-    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84)
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=frame_skip, screen_size=84)
     env = gym.wrappers.FrameStackObservation(env, frame_stack)
     if max_episode_steps is not None:
         env = gym.wrappers.TimeLimit(env, max_episode_steps)

@@ -183,6 +183,9 @@ def test_quadruped_uses_camera_2_and_render_gives_camera_0():
     frame = env.render()
     assert frame.shape == (48, 48, 3) and frame.dtype == np.uint8
     physics = env.unwrapped._env.physics
+    # videos come from the observation camera (quadruped's following camera), not camera 0
+    np.testing.assert_array_equal(frame, physics.render(48, 48, camera_id=2))
+    assert not np.array_equal(frame, physics.render(48, 48, camera_id=0))
     np.testing.assert_array_equal(
         obs["obs"].transpose(1, 2, 0), physics.render(32, 32, camera_id=2)
     )
@@ -394,8 +397,8 @@ def test_pixel_options_with_from_states_are_refused(capsys):
     record.loader.exec_module(module)
     for main, out in ((module.main, ["--npz", "x.npz"]), (_script().main, [])):
         with pytest.raises(SystemExit):
-            main(["--from_states", "--image_size", "64", "--camera_id", "1", *out])
-        assert "--image_size, --camera_id shape pixel observations" in capsys.readouterr().err
+            main(["--from_states", "--image_size", "64", "--frame_stack", "2", *out])
+        assert "--frame_stack, --image_size shape pixel observations" in capsys.readouterr().err
 
 
 def test_dmc_recorder_cuts_episodes_at_max_episode_steps(tmp_path):

@@ -205,6 +205,19 @@ def test_atari_env_is_stacked_uint8_frames():
     env.close()
 
 
+def test_atari_limit_above_ales_own_raises_ales_frame_cap():
+    def cap(**kwargs):
+        env = make_atari_env("Breakout", **kwargs)
+        frames = env.unwrapped.ale.getInt("max_num_frames_per_episode")
+        env.close()
+        return frames
+
+    assert cap() == cap(max_episode_steps=20) == 108_000  # ALE's own 27,000 agent steps
+    assert cap(max_episode_steps=27_000) == 108_000
+    assert cap(max_episode_steps=30_000) == 120_000  # 4 emulator frames per agent step
+    assert cap(max_episode_steps=30_000, max_num_frames_per_episode=5_000) == 5_000
+
+
 # ----------------------------------------------------------------------------- replay storage
 
 

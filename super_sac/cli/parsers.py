@@ -115,7 +115,11 @@ def add_dmc_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--frame_stack", type=int, default=3, help="frames per pixel observation")
     p.add_argument("--image_size", type=int, default=84, help="pixel observation height/width")
     p.add_argument(
-        "--camera_id", type=int, default=None, help="camera of the frames (2 for quadruped, else 0)"
+        "--camera_id",
+        type=int,
+        default=None,
+        help="camera of the frames and of evaluation videos (default: 2 for quadruped, else 0); "
+        "with --from_states it picks the videos' camera only",
     )
     p.add_argument(
         "--fast_render",
@@ -133,8 +137,9 @@ def add_dmc_args(p: argparse.ArgumentParser) -> None:
 # add_dmc_args' options: together they decide what the env's transitions are
 DMC_ENV_OPTIONS = ("action_repeat", "frame_stack", "image_size", "camera_id", "fast_render",
                    "from_states")  # fmt: skip
-# those that shape pixel observations only (fast_render also changes the evaluation videos)
-PIXEL_ONLY_OPTIONS = ("frame_stack", "image_size", "camera_id")
+# those that shape pixel observations only (camera_id and fast_render also shape the evaluation
+# videos, so a state run may set them)
+PIXEL_ONLY_OPTIONS = ("frame_stack", "image_size")
 
 
 def check_dmc_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -246,7 +246,8 @@ def record(
 
 # the options that decide what an env's transitions are; a replay is written under the recorder's
 _ENV_OPTIONS = ("env", "game", "domain", "task", *DMC_ENV_OPTIONS, "max_episode_steps")
-_PIXEL_OPTIONS = (*PIXEL_ONLY_OPTIONS, "fast_render")  # what a state run's data do not depend on
+# what a state run's data do not depend on
+_PIXEL_OPTIONS = (*PIXEL_ONLY_OPTIONS, "camera_id", "fast_render")
 _GYM_RECORDER = "experiments/offline/record_replay.py"
 _MINATAR_RECORDER = "experiments/minatar/record_replay.py"
 _DMC_RECORDER = "experiments/dmc/record_replay.py"

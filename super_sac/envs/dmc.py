@@ -128,14 +128,15 @@ class DMCEnv(gym.Env):
     :param task: suite task, e.g. "swingup".
     :param from_pixels: observe renders instead of the state vector.
     :param image_size: height and width of pixel observations.
-    :param camera_id: camera of pixel observations (None: :func:`default_camera`).
+    :param camera_id: camera of pixel observations and of ``render()`` (None:
+        :func:`default_camera`).
     :param action_repeat: physics control steps per agent step, rewards summed.
     :param seed: seed of the task's random state (None: fresh entropy); ``reset(seed=...)``
         reseeds it.
     :param fast_render: turn shadows and multisample anti-aliasing off (faster CPU rendering;
         off by default so frames match the published setups).
-    :param render_mode: None or "rgb_array" (``render()`` then gives camera 0 at
-        ``render_size``).
+    :param render_mode: None or "rgb_array" (``render()`` then gives the observation camera's
+        view at ``render_size``, also for state observations).
     :param render_size: height and width of ``render()``'s frames.
     """
 
@@ -211,12 +212,15 @@ class DMCEnv(gym.Env):
         return self._observe(time_step), reward, terminated, truncated, {}
 
     def render(self) -> np.ndarray | None:
-        """``(render_size, render_size, 3)`` uint8 frame of camera 0 (with ``render_mode=
-        "rgb_array"``; None otherwise, as gymnasium's envs do)."""
+        """``(render_size, render_size, 3)`` uint8 frame of ``camera_id``, the camera the pixel
+        observations come from (with ``render_mode="rgb_array"``; None otherwise, as gymnasium's
+        envs do): evaluation videos show what the agent sees, e.g. quadruped's following
+        camera."""
         if self.render_mode is None:
             gym.logger.warn("render() of a DMCEnv made without render_mode='rgb_array'")
             return None
-        return self._env.physics.render(self.render_size, self.render_size, camera_id=0)
+        size = self.render_size
+        return self._env.physics.render(size, size, camera_id=self.camera_id)
 
     def close(self) -> None:
         self._env.close()
