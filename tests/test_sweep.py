@@ -1490,6 +1490,12 @@ def test_script_args_reach_every_trial_and_the_manifest(tmp_path):
                      ("--threads", "--cpus_per_trial"), ("--game", "--envs")]:  # fmt: skip
         with pytest.raises(ValueError, match=f"sweep sets {arg.split('=')[0]} .*Fix: use {fix}"):
             check_script_args([arg, "3"])
+    # argparse takes a unique prefix of an option as the option itself
+    with pytest.raises(ValueError, match=r"--see \(argparse reads it as --seed\).*--seeds"):
+        check_script_args(["--fast_render", "--see", "3"])
+    with pytest.raises(ValueError, match=r"'--run_d=x'.*--run_d \(argparse reads it as --run_dir"):
+        check_script_args(["--run_d=x"])
+    check_script_args(["--fast_render", "--action_repeat", "8", "-v"])  # options it does not set
     old = Grid.make(["drqv2.gin"], ["cartpole-swingup"], "0-1", script_args=["--threads", "2"])
     assert Grid.from_json(old.to_json()) == old
 

@@ -126,15 +126,22 @@ def check_script_args(script_args: Sequence[str]) -> None:
     comes last, so every trial would share one seed, folder or task. Checked when a sweep is
     created (an existing manifest stays readable and its sweep can be finished).
 
+    An abbreviation of one of them (``--see 3``, which argparse reads as ``--seed 3``) is
+    refused the same way.
+
     :raises ValueError: naming the option and the sweep option to use instead.
     """
     for arg in script_args:
         flag = arg.split("=", 1)[0]
-        if flag in _SWEEP_SET:
-            raise ValueError(
-                f"script_args {arg!r}: the sweep sets {flag} for each trial. Fix: use "
-                f"{_SWEEP_SET[flag]} instead"
-            )
+        if not flag.startswith("--"):
+            continue
+        for option, fix in _SWEEP_SET.items():
+            if option.startswith(flag) and len(flag) > 2:
+                spelled = flag if flag == option else f"{flag} (argparse reads it as {option})"
+                raise ValueError(
+                    f"script_args {arg!r}: the sweep sets {option} for each trial, and "
+                    f"{spelled} would override it. Fix: use {fix} instead"
+                )
 
 
 @dataclasses.dataclass(frozen=True)
