@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import pickle
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ ObsDict = Mapping[str, Any]
 
 ADV_METHODS = ("mean", "max", "indirect")
 _AGENT_FILE = "agent.pt"
+_CHECKPOINT_STATE_FILE = "state.pt"  # super_sac.checkpoint's file of the loop's state
 
 
 def default_adv_method(discrete: bool) -> str:
@@ -401,10 +403,6 @@ class Agent(nn.Module):
             signature["standardize_observations"] = True
         return signature
 
-    # Deprecated alias of signature(), kept until every caller has switched to the public name.
-    # It does not warn: callers inside the library still use it, and tests that turn warnings
-    # into errors run through them.
-
     def save(self, path: str | os.PathLike) -> Path:
         """Save the weights to ``path/agent.pt`` (or to ``path`` itself if it ends in ``.pt``).
 
@@ -420,24 +418,46 @@ class Agent(nn.Module):
         return file
 
     def load(self, path: str | os.PathLike) -> None:
-        """Load weights written by :meth:`save` (safe: ``weights_only=True``). Weights saved
-        with Markov abstraction heads attach them first (:meth:`attach_markov_heads`).
+        """Load weights written by :meth:`save` (safe: ``weights_only=True``), or the agent of a
+        training checkpoint (a ``<run>/checkpoints/ckpt_<steps>`` folder, whose ``state.pt``
+        holds the whole loop). Weights saved with Markov abstraction heads attach them first
+        (:meth:`attach_markov_heads`).
 
-        :raises ValueError: when the checkpoint was made by an agent of another configuration;
-            the message lists the differences.
+        :param path: a run directory or folder holding ``agent.pt``, a ``.pt`` file, or a
+            checkpoint folder.
+        :raises FileNotFoundError: when there are no weights at ``path``.
+        :raises ValueError: when the file is damaged, or was made by an agent of another
+            configuration (the message lists the differences).
         """
         path = Path(path)
         file = path if path.suffix == ".pt" else path / _AGENT_FILE
-        if not file.exists():
-            raise FileNotFoundError(f"no agent checkpoint at {file}")
-        payload = torch.load(file, map_location=self.device, weights_only=True)
+        checkpoint = path / _CHECKPOINT_STATE_FILE
+        from_checkpoint = not file.exists() and path.is_dir() and checkpoint.is_file()
+        if from_checkpoint:
+            file = checkpoint
+        elif not file.exists():
+            raise FileNotFoundError(
+                f"no agent weights at {file}. Fix: pass the run directory (its agent.pt), an "
+                "agent.pt file, or a checkpoint folder <run>/checkpoints/ckpt_<steps>"
+            )
+        try:
+            payload = torch.load(file, map_location=self.device, weights_only=True)
+        except (EOFError, RuntimeError, pickle.UnpicklingError) as err:
+            raise ValueError(
+                f"{file} could not be read ({type(err).__name__}: {err or 'empty file'}); it "
+                "is damaged or not a torch file written by super_sac"
+            ) from err
+        if from_checkpoint:  # the loop's state: the agent's weights and the run's signature
+            payload = {"signature": payload["signature"], "state_dict": payload["agent"]}
         saved = completed_signature(payload["signature"], payload["state_dict"])
         if saved.get("markov_heads") is not None:  # weights of a run that trained the heads
             self.attach_markov_heads(**saved["markov_heads"])
         mine = self.signature()
+        # a checkpoint's signature also holds the loop's settings: compare the agent's only
+        keys = mine if from_checkpoint else {**mine, **saved}  # this agent's keys first
         diffs = [
             f"{k}: saved {saved.get(k)!r}, this agent {mine.get(k)!r}"
-            for k in {**mine, **saved}  # every key of either, this agent's first
+            for k in keys
             if saved.get(k) != mine.get(k)
         ]
         if diffs:

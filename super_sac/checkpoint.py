@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from super_sac import reporting
-from super_sac.agent import completed_signature
+from super_sac.agent import _CHECKPOINT_STATE_FILE, completed_signature
 from super_sac.datasets import DatasetError, Episode
 from super_sac.replay import ReplayBuffer, replay_episodes
 from super_sac.utils import sha256_file
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 CHECKPOINT_DIRNAME = "checkpoints"
 FORMAT_VERSION = 1
 _NAME = re.compile(r"^ckpt_(\d+)$")
-_STATE_FILE = "state.pt"
+_STATE_FILE = _CHECKPOINT_STATE_FILE  # Agent.load reads a checkpoint's agent from it
 _BUFFER_FILE = "buffer.npz"
 _MANIFEST = "MANIFEST.json"
 

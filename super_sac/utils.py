@@ -39,9 +39,17 @@ def get_device(spec: str | torch.device = "auto") -> torch.device:
         return spec
     if spec == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if spec.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for but torch sees no GPU; use --device cpu")
-    return torch.device(spec)
+    if str(spec).startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(
+            f"device {spec!r} was asked for but torch sees no GPU. Fix: use the device 'cpu' "
+            "(or 'auto'; --device cpu on the command line)"
+        )
+    try:
+        return torch.device(spec)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(
+            f"unknown device {spec!r}. Fix: use 'cpu', 'cuda', 'cuda:<index>' or 'auto'"
+        ) from err
 
 
 def make_run_dir(base_save_path: str | os.PathLike, name: str) -> Path:

@@ -38,6 +38,28 @@ class SimpleGymWrapper(gym.ObservationWrapper):
     def observation(self, observation: Any) -> dict[str, np.ndarray]:
         return {self.key: np.asarray(observation, dtype=np.float32)}
 
+    def reset(self, **kwargs: Any) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        result = self.env.reset(**kwargs)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise TypeError(_OLD_API.format(what="reset() returned a bare observation", got=""))
+        return self.observation(result[0]), result[1]
+
+    def step(self, action: Any) -> tuple[Any, ...]:
+        result = self.env.step(action)
+        if len(result) != 5:
+            what = f"step() returned {len(result)} values"
+            raise TypeError(_OLD_API.format(what=what, got=" (obs, reward, done, info)"))
+        obs, reward, terminated, truncated, info = result
+        return self.observation(obs), reward, terminated, truncated, info
+
+
+_OLD_API = (
+    "the env's {what}{got}: super_sac steps envs with gymnasium's API, reset() -> (obs, info) "
+    "and step() -> (obs, reward, terminated, truncated, info). Fix: port the env to gymnasium "
+    "(terminated for a real end, truncated for a time limit), or wrap an old gym env with "
+    "shimmy's GymV21CompatibilityV0"
+)
+
 
 class VectorSimpleGymWrapper(gym.vector.VectorWrapper):
     """:class:`SimpleGymWrapper` for a vector env, in every autoreset mode: batched ``Box``

@@ -145,6 +145,30 @@ def test_checkpoint_holds_the_whole_state_and_keeps_the_last_k(tmp_path):
     assert torch.equal(state["log_alpha"], trainer.log_alpha.detach())
 
 
+def test_agent_load_reads_a_checkpoint_folder_and_names_a_damaged_file(tmp_path):
+    trainer = _trainer(tmp_path, num_steps_online=40, keep_checkpoints=2)
+    trainer.run()
+    older = checkpoint.list_checkpoints(trainer.run_dir)[-1]  # ckpt_30, before the last updates
+    state = torch.load(older / "state.pt", weights_only=True)
+    agent = Agent(1, nets.FlatEncoder(3), hidden_size=16)
+    agent.load(older)  # the checkpoint's agent, not the run's final agent.pt
+    for name, value in agent.state_dict().items():
+        assert torch.equal(value, state["agent"][name]), name
+    assert not all(
+        torch.equal(value, trainer.agent.state_dict()[name])
+        for name, value in agent.state_dict().items()
+    )
+    with pytest.raises(ValueError, match="hidden_size: saved 16, this agent 8"):
+        Agent(1, nets.FlatEncoder(3), hidden_size=8).load(older)
+    with pytest.raises(FileNotFoundError, match=r"no agent weights at .*Fix: pass the run"):
+        agent.load(tmp_path / "nowhere")
+    empty = tmp_path / "empty" / "agent.pt"
+    empty.parent.mkdir()
+    empty.write_bytes(b"")
+    with pytest.raises(ValueError, match=r"agent.pt could not be read \(EOFError"):
+        agent.load(empty.parent)
+
+
 def test_smuggled_pickle_is_refused_and_never_runs(tmp_path):
     trainer = _trainer(tmp_path, num_steps_online=20)
     trainer.run()

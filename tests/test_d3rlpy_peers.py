@@ -167,7 +167,7 @@ def test_bad_settings_and_online_steps_are_refused_with_the_reason(trial, datase
     assert proc.returncode != 0 and "train offline only" in proc.stderr
     proc = subprocess.run([*base, *args], capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0 and "--dataset is required" in proc.stderr
-    with pytest.raises(SystemExit, match="--device tpu:0: Expected one of cpu, cuda"):
+    with pytest.raises(SystemExit, match="--device tpu:0: unknown device 'tpu:0'. Fix: use 'cpu'"):
         trial.check_device("tpu:0")
 
 
@@ -176,7 +176,9 @@ def test_a_cuda_device_on_a_machine_without_one_is_refused_with_the_fix(trial):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    with pytest.raises(SystemExit, match="--device cuda:0: .*torch sees no GPU; use --device cpu"):
+    with pytest.raises(
+        SystemExit, match="--device cuda:0: .*torch sees no GPU. Fix: use the device 'cpu'"
+    ):
         trial.check_device("cuda:0")
     assert trial.check_device("cpu:0") == "cpu:0"
 

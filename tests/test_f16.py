@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import super_sac  # noqa: F401  (registers the env)
-from super_sac.envs import F16_ENV_ID, LinearLongitudinalF16
+from super_sac.envs import F16_ENV_ID, F16_SEED_ENV_ID, LinearLongitudinalF16
 from super_sac.envs.f16 import F16_A, F16_B
 
 A = np.array([[-1.01887, 0.90506], [0.82225, -1.07741]])
@@ -165,3 +165,7 @@ def test_registered_env_passes_gymnasiums_checker():
         check_env(env.unwrapped)
     obs, _ = env.reset(seed=1)
     assert obs.shape == (5,) and obs.dtype == np.float32
+    # the quick-start interface's own line, gym.make('LinearLongitudinalF16-v0', ...), works too
+    seed_env = gym.make(F16_SEED_ENV_ID, number_time_steps=10)
+    assert F16_SEED_ENV_ID == "LinearLongitudinalF16-v0"
+    np.testing.assert_array_equal(seed_env.reset(seed=1)[0], obs)

@@ -100,6 +100,103 @@ def test_bad_settings_are_refused():
         pendulum(alpha=0.0, automatic_entropy_tuning=True)
 
 
+@pytest.mark.parametrize(
+    "setting, error, message",
+    [
+        # a negative rate trains by gradient ascent, a string fails deep inside Adam
+        ({"lr": -1.0}, ValueError, r"lr must be in \(0, inf\], got -1.0"),
+        ({"policy_lr": 0.0}, ValueError, r"policy_lr must be in \(0, inf\]"),
+        ({"lr": "abc"}, TypeError, r"lr must be a number, got 'abc'"),
+        ({"lr": float("nan")}, ValueError, r"lr must be in"),
+        ({"tau": 0.0}, ValueError, r"tau must be in \(0, 1\]"),
+        ({"tau": 2.0}, ValueError, r"tau must be in \(0, 1\]"),
+        ({"gamma": 1.5}, ValueError, r"gamma must be in \[0, 1\]"),
+        ({"alpha": "0.2"}, TypeError, r"alpha must be a number"),
+        ({"alpha": -0.1}, ValueError, r"alpha must be in \[0, inf\]"),
+        ({"exploration_noise": -1.0}, ValueError, r"exploration_noise must be in \[0, inf\]"),
+        ({"batch_size": 2.7}, TypeError, r"batch_size must be an int, got 2.7"),
+        ({"memory_capacity": 1.5}, TypeError, r"memory_capacity must be an int"),
+        ({"hidden_size": 0}, ValueError, r"hidden_size must be >= 1, got 0"),
+        ({"log_every_updates": 0}, ValueError, r"log_every_updates must be >= 1"),
+        ({"automatic_entropy_tuning": "no"}, TypeError, r"automatic_entropy_tuning must be True"),
+        ({"seed": None}, TypeError, r"seed must be an int, got None"),
+        ({"memory_capacity": 10, "batch_size": 64}, ValueError,
+         r"batch_size 64 is larger than memory_capacity 10.*no update would ever run"),
+    ],
+)  # fmt: skip
+def test_settings_of_the_wrong_type_or_range_are_refused_by_name(setting, error, message):
+    with pytest.raises(error, match=message):
+        pendulum(**setting)
+
+
+def test_numpy_settings_are_accepted_and_saved_as_plain_numbers(tmp_path):
+    sac = pendulum(batch_size=np.int64(8), lr=np.float32(1e-3), seed=np.int32(3))
+    assert sac.batch_size == 8 and sac.seed == 3
+    config = json.loads((sac.save(tmp_path / "run") / "config.json").read_text())
+    assert config["init_args"]["lr"] == pytest.approx(1e-3) and config["init_args"]["seed"] == 3
+
+
+def test_positional_arguments_follow_the_seed_interface():
+    # SAC(env, updates_per_step, batch_size, memory_capacity, lr, policy_lr, gamma, tau, alpha,
+    #     policy_type, target_update_interval, automatic_entropy_tuning, hidden_size, device,
+    #     verbose_histogram, seed, log_dir, ...)
+    sac = SAC(gym.make("Pendulum-v1"), 1, 8, 1000, 3e-4, 3e-4, 0.99, 0.005, 0.2, "Gaussian", 1,
+              False, 16, "cpu", False, 7)  # fmt: skip
+    assert sac.seed == 7 and sac.verbose_histogram is False and sac.agent.hidden_size == 16
+
+
+@pytest.mark.parametrize("env", ["Pendulum-v1", None])
+def test_something_that_is_not_an_env_is_refused_with_the_fix(env):
+    with pytest.raises(TypeError, match=r"SAC needs a.*Fix: pass gymnasium.make"):
+        SAC(env)
+
+
+class OldApiEnv(gym.Env):
+    """gym < 0.26's API: reset() gives the bare observation, step() four values."""
+
+    observation_space = spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = spaces.Box(-2.0, 2.0, (1,), np.float32)
+
+    def __init__(self, bare_reset: bool):
+        self.bare_reset = bare_reset
+
+    def reset(self, *, seed=None, options=None):
+        obs = np.zeros(3, np.float32)
+        return obs if self.bare_reset else (obs, {})
+
+    def step(self, action):
+        return np.zeros(3, np.float32), 0.0, False, {}
+
+
+@pytest.mark.parametrize(
+    "bare_reset, message",
+    [(True, r"reset\(\) returned a bare observation"), (False, r"step\(\) returned 4 values")],
+)
+def test_an_env_with_the_old_gym_api_is_refused_with_the_fix(bare_reset, message):
+    sac = SAC(OldApiEnv(bare_reset), **SMALL)
+    with pytest.raises(TypeError, match=message + r".*terminated, truncated.*Fix: port the env"):
+        sac.train(verbose=False)
+
+
+def test_verbose_histogram_without_log_dir_is_warned_about():
+    with pytest.warns(UserWarning, match="need log_dir"):
+        pendulum(verbose_histogram=True)
+
+
+def test_train_counts_of_the_wrong_type_or_range_are_refused():
+    sac = pendulum()
+    for kwargs, message in [
+        ({"num_episodes": 1.5}, r"train: num_episodes must be an int, got 1.5"),
+        ({"num_episodes": -1}, r"train: num_episodes must be >= 1, got -1"),
+        ({"max_steps": 0}, r"train: max_steps must be >= 1, got 0"),
+        ({"max_steps": 2.0}, r"max_steps must be an int or None"),
+        ({"warmup_steps": -5}, r"warmup_steps must be >= 0"),
+    ]:
+        with pytest.raises((TypeError, ValueError), match=message):
+            sac.train(verbose=False, **kwargs)
+    assert sac.total_steps == 0  # refused before any step
+
+
 def test_builds_the_engines_agent_with_two_critics_and_a_frozen_target():
     sac = pendulum()
     assert isinstance(sac.agent, super_sac.Agent)
@@ -223,9 +320,16 @@ def test_update_parameters_checks_the_memory():
     with pytest.raises(ValueError, match=r"outside \[-1, 1\]"):
         sac.update_parameters(plain, 8, 0)
     other_bounds = ReplayMemory(100, seed=0, action_space=spaces.Box(-1.0, 1.0, (1,)))
-    other_bounds.push(np.zeros(3), np.array([0.5]), 0.0, np.zeros(3), False)
+    for _ in range(8):
+        other_bounds.push(np.zeros(3), np.array([0.5]), 0.0, np.zeros(3), False)
     with pytest.raises(ValueError, match="bounds"):
         sac.update_parameters(other_bounds, 8, 0)
+    # a batch larger than the memory would repeat transitions (pytorch-sac's random.sample
+    # refuses it too); a float batch size is refused by type
+    with pytest.raises(ValueError, match=r"batch_size 9 is larger than the 8 transitions"):
+        sac.update_parameters(plain, 9, 0)
+    with pytest.raises(TypeError, match=r"batch_size must be an int, got 8.0"):
+        sac.update_parameters(plain, 8.0, 0)
     with pytest.raises(TypeError, match="ReplayMemory"):
         sac.update_parameters([], 8, 0)
     # the gin loop's ReplayBuffer (dict observations, normalised actions) is accepted as is
@@ -390,11 +494,33 @@ def test_from_pretrained_env_handling(tmp_path):
         SAC.from_pretrained(folder, env=gym.make("MountainCarContinuous-v0"))
     with pytest.raises(FileNotFoundError, match="neither a local folder"):
         SAC.from_pretrained(str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match=r"is a file.*Fix: pass '.*direct'"):
+        SAC.from_pretrained(folder / "agent.pt")
+    assert SAC.from_pretrained(repo_name=folder, env=PendulumEnv()).seed == direct.seed
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda f: (f / "config.json").write_text("{not json"), r"config.json is not valid JSON"),
+        (lambda f: (f / "agent.pt").write_bytes(b""), r"agent.pt could not be read.*damaged"),
+        (lambda f: (f / "target_agent.pt").write_bytes(b"\x80\x02garbage"),
+         r"target_agent.pt could not be read"),
+        (lambda f: (f / "log_alpha.pt").unlink(), r"log_alpha.pt is missing; the save is incom"),
+    ],
+)  # fmt: skip
+def test_a_damaged_save_is_reported_by_file(tmp_path, damage, message):
+    folder = pendulum().save(tmp_path / "run")
+    damage(folder)
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
+        SAC.from_pretrained(folder)
 
 
 def test_hub_id_without_huggingface_hub_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import fails, no network used
-    with pytest.raises(ImportError, match=r'pip install "super_sac\[hub\]"'):
+    # "namespace/name" may be a Hub id or a mistyped local path: the message covers both
+    with pytest.raises(FileNotFoundError, match=r"no local folder 'someone/f16-sac'.*check the "
+                       r'path, or pip install "super_sac\[hub\]"'):  # fmt: skip
         SAC.from_pretrained("someone/f16-sac")
 
 

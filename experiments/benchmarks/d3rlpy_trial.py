@@ -166,7 +166,7 @@ def check_device(device: str) -> str:
     (CUDA without a GPU is refused); a bad one exits with the reason."""
     try:
         return str(get_device(device))
-    except (ValueError, RuntimeError) as err:  # torch.device raises RuntimeError on a bad type
+    except ValueError as err:
         raise SystemExit(f"error: --device {device}: {err}") from None
 
 

@@ -18,7 +18,18 @@ OBS_KEY = "obs"
 
 
 def single_spaces(env: Any) -> tuple[spaces.Space, spaces.Space]:
-    """The per-env observation and action spaces of a single or a vector env."""
+    """The per-env observation and action spaces of a single or a vector env.
+
+    :raises TypeError: when ``env`` is not an env (an id string, ``None``, ...)."""
+    if isinstance(env, str):
+        raise TypeError(
+            f"SAC needs an env object, got the string {env!r}. Fix: pass gymnasium.make({env!r})"
+        )
+    if not (hasattr(env, "observation_space") and hasattr(env, "action_space")):
+        raise TypeError(
+            f"SAC needs a gymnasium env (with observation_space and action_space), got "
+            f"{type(env).__name__}. Fix: pass gymnasium.make(env_id), or a gymnasium.Env"
+        )
     if isinstance(env, VectorEnv):
         return env.single_observation_space, env.single_action_space
     return env.observation_space, env.action_space

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
+import pickle
 import re
 import warnings
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,22 +67,29 @@ def space_description(space: spaces.Box) -> dict[str, Any]:
     }
 
 
-def resolve_pretrained(repo_or_path: str | Path, token: str | None, version: str | None) -> Path:
+def resolve_pretrained(repo_name: str | Path, token: str | None, version: str | None) -> Path:
     """A local folder, or the snapshot of a Hugging Face Hub repository ``namespace/name``."""
-    path = Path(repo_or_path).expanduser()
+    path = Path(repo_name).expanduser()
     if path.is_dir():
         return path
-    name = str(repo_or_path)
+    name = str(repo_name)
+    if path.is_file():
+        raise FileNotFoundError(
+            f"{name!r} is a file; a saved SAC is the folder that holds {CONFIG_FILE} and "
+            f"agent.pt. Fix: pass {str(path.parent)!r}"
+        )
     if not _HUB_ID.fullmatch(name):
         raise FileNotFoundError(
-            f"{name!r} is neither a local folder nor a Hugging Face Hub id (namespace/name)"
+            f"{name!r} is neither a local folder nor a Hugging Face Hub id (namespace/name). "
+            "Fix: check the path (the folder SAC.save wrote)"
         )
     try:
         from huggingface_hub import snapshot_download
     except ImportError as err:
-        raise ImportError(
-            f"there is no local folder {name!r}, and loading it from the Hugging Face Hub needs "
-            'the huggingface_hub package: pip install "super_sac[hub]"'
+        raise FileNotFoundError(
+            f"there is no local folder {name!r} (from {Path.cwd()}); read as a Hugging Face Hub "
+            "repository it would need the huggingface_hub package. Fix: check the path, or "
+            'pip install "super_sac[hub]" to download from the Hub'
         ) from err
     try:
         return Path(snapshot_download(repo_id=name, revision=version, token=token))
@@ -136,6 +146,24 @@ def check_env_matches(env: Any, env_config: dict[str, Any]) -> None:
 def default_run_path(prefix: str) -> Path:
     """``$SSAC_SAVE/<prefix>_<date-time>`` (default ``./saves``, as for gin runs)."""
     return Path(os.environ.get("SSAC_SAVE", "./saves")) / f"{prefix}_{datetime.now():%Y%m%d-%H%M%S}"
+
+
+@contextlib.contextmanager
+def _naming_damaged_file(file: Path) -> Iterator[None]:
+    """Report a missing, empty or truncated weights file by its name (torch's own errors do
+    not name it, and an empty file raises a bare ``EOFError``)."""
+    if not file.is_file():
+        raise FileNotFoundError(
+            f"{file} is missing; the save is incomplete. Fix: load another save, or save the "
+            "agent again"
+        )
+    try:
+        yield
+    except (EOFError, RuntimeError, pickle.UnpicklingError, OSError) as err:
+        raise ValueError(
+            f"{file} could not be read ({type(err).__name__}: {err or 'empty file'}); the save "
+            "is damaged. Fix: load another save, or save the agent again"
+        ) from err
 
 
 class SavingMixin:
@@ -224,7 +252,7 @@ class SavingMixin:
     @classmethod
     def from_pretrained(
         cls,
-        repo_or_path: str | Path,
+        repo_name: str | Path,
         access_token: str | None = None,
         version: str | None = None,
         load_gradients: bool = False,
@@ -233,7 +261,7 @@ class SavingMixin:
     ) -> SAC:
         """Load an agent written by :meth:`save`.
 
-        :param repo_or_path: a local folder, or a Hugging Face Hub repository
+        :param repo_name: a local folder, or a Hugging Face Hub repository
             ``namespace/name`` (downloaded with ``huggingface_hub``, ``pip install
             "super_sac[hub]"``).
         :param access_token: Hub token for a private repository.
@@ -245,12 +273,22 @@ class SavingMixin:
         :param device: override the saved device.
         :return: the agent (without loggers: pass ``log_dir`` by building a new SAC to log).
         """
-        folder = resolve_pretrained(repo_or_path, access_token, version)
+        folder = resolve_pretrained(repo_name, access_token, version)
         config_file = folder / CONFIG_FILE
         if not config_file.exists():
             raise FileNotFoundError(f"{folder} holds no {CONFIG_FILE}; it was not made by SAC.save")
-        config = json.loads(config_file.read_text())
-        if config.get("algorithm") != "SAC" or config.get("format") != FORMAT_VERSION:
+        try:
+            config = json.loads(config_file.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ValueError(
+                f"{config_file} is not valid JSON ({err}); the save is damaged. Fix: load "
+                "another save, or save the agent again"
+            ) from err
+        if (
+            not isinstance(config, dict)
+            or config.get("algorithm") != "SAC"
+            or config.get("format") != FORMAT_VERSION
+        ):
             raise ValueError(f"{config_file} is not a SAC checkpoint of format {FORMAT_VERSION}")
         env = rebuild_env(config["env"]) if env is None else env
         check_env_matches(env, config["env"])
@@ -266,9 +304,12 @@ class SavingMixin:
         return sac
 
     def _load_weights(self, folder: Path, load_gradients: bool) -> None:
-        self.agent.load(folder)
-        self.target_agent.load(folder / TARGET_FILE)
-        saved = torch.load(folder / ALPHA_FILE, map_location=self.device, weights_only=True)
+        with _naming_damaged_file(folder / "agent.pt"):
+            self.agent.load(folder)
+        with _naming_damaged_file(folder / TARGET_FILE):
+            self.target_agent.load(folder / TARGET_FILE)
+        with _naming_damaged_file(folder / ALPHA_FILE):
+            saved = torch.load(folder / ALPHA_FILE, map_location=self.device, weights_only=True)
         with torch.no_grad():
             self.learner.log_alpha.copy_(saved["log_alpha"])
         if not load_gradients:
@@ -279,7 +320,8 @@ class SavingMixin:
                 f"{folder} holds no optimizer states; save with save_gradients=True to resume "
                 "training, or load with load_gradients=False"
             )
-        states = torch.load(file, map_location=self.device, weights_only=True)
+        with _naming_damaged_file(file):
+            states = torch.load(file, map_location=self.device, weights_only=True)
         self.critic_optim.load_state_dict(states["critic"])
         self.policy_optim.load_state_dict(states["policy"])
         if self.alpha_optim is not None and states["alpha"] is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 import warnings
 from pathlib import Path
 from typing import Any
@@ -20,12 +22,82 @@ from super_sac.quickstart.memory import OBS_KEY, ReplayMemory, check_spaces, sin
 from super_sac.quickstart.persistence import (
     SavingMixin,
 )
-from super_sac.quickstart.training import TrainingMixin
+from super_sac.quickstart.training import TrainingMixin, check_count
 from super_sac.replay import Batch, ReplayBuffer
 from super_sac.utils import flush_denormals, get_device, set_seed
 from super_sac.wrappers import ActionScaler
 
 POLICY_TYPES = ("Gaussian", "Deterministic")
+
+
+# the settings' checks: (name, kind, lower bound, bound included, upper bound, fix)
+_POSITIVE_INTS = ("updates_per_step", "batch_size", "memory_capacity", "target_update_interval",
+                  "hidden_size", "log_every_updates")  # fmt: skip
+_REAL_RANGES = {  # name: (low, low included, high, what a usual value is)
+    "lr": (0.0, False, math.inf, "e.g. 3e-4"),
+    "policy_lr": (0.0, False, math.inf, "e.g. 3e-4"),
+    "gamma": (0.0, True, 1.0, "e.g. 0.99"),
+    "tau": (0.0, False, 1.0, "e.g. 0.005; 1 copies the networks"),
+    "alpha": (0.0, True, math.inf, "e.g. 0.2"),
+    "exploration_noise": (0.0, True, math.inf, "e.g. 0.1"),
+}
+_BOOLS = ("automatic_entropy_tuning", "verbose_histogram")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def check_arguments(config: dict[str, Any]) -> None:
+    """Refuse a :class:`SAC` setting of the wrong type or out of range before anything is built
+    (a negative learning rate would train by gradient ascent, ``tau = 0`` freezes the targets),
+    naming the setting and a usual value.
+
+    :param config: the constructor's arguments by name.
+    :raises TypeError: for a value of the wrong type (a float count, a string rate, ...).
+    :raises ValueError: for a value out of its range, or a batch larger than the memory.
+    """
+    if config["policy_type"] not in POLICY_TYPES:
+        raise ValueError(
+            f"SAC: policy_type must be one of {POLICY_TYPES}, got {config['policy_type']!r}"
+        )
+    for name in _POSITIVE_INTS:
+        value = config[name]
+        if not _is_int(value):
+            raise TypeError(f"SAC: {name} must be an int, got {value!r} ({type(value).__name__})")
+        if value < 1:
+            raise ValueError(f"SAC: {name} must be >= 1, got {value}")
+    for name, (low, closed, high, usual) in _REAL_RANGES.items():
+        value = config[name]
+        if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+            raise TypeError(
+                f"SAC: {name} must be a number, got {value!r} ({type(value).__name__}). "
+                f"Fix: pass a float, {usual}"
+            )
+        inside = (value >= low if closed else value > low) and value <= high
+        if not (math.isfinite(value) and inside):
+            bounds = f"{'[' if closed else '('}{low:g}, {high:g}]"
+            raise ValueError(f"SAC: {name} must be in {bounds}, got {value}. Fix: {usual}")
+    for name in _BOOLS:
+        if not isinstance(config[name], (bool, np.bool_)):
+            raise TypeError(f"SAC: {name} must be True or False, got {config[name]!r}")
+    if not _is_int(config["seed"]):
+        raise TypeError(f"SAC: seed must be an int, got {config['seed']!r}")
+    if config["batch_size"] > config["memory_capacity"]:
+        raise ValueError(
+            f"SAC: batch_size {config['batch_size']} is larger than memory_capacity "
+            f"{config['memory_capacity']}, so the memory never holds a batch and no update "
+            "would ever run. Fix: raise memory_capacity or lower batch_size"
+        )
+
+
+def _plain_values(config: dict[str, Any]) -> dict[str, Any]:
+    """The checked settings as Python ints, floats and bools (numpy scalars would not go into
+    ``config.json``)."""
+    plain: dict[str, Any] = {name: int(config[name]) for name in (*_POSITIVE_INTS, "seed")}
+    plain.update({name: float(config[name]) for name in _REAL_RANGES})
+    plain.update({name: bool(config[name]) for name in _BOOLS})
+    return plain
 
 
 class SAC(TrainingMixin, SavingMixin):
@@ -68,11 +140,11 @@ class SAC(TrainingMixin, SavingMixin):
     :param automatic_entropy_tuning: tune alpha toward the target entropy ``-act_dim``.
     :param hidden_size: width of the hidden layers of the policy and the critics.
     :param device: ``"cpu"``, ``"cuda"`` or ``"auto"``.
+    :param verbose_histogram: also log histograms of every weight to tensorboard (at the same
+        updates as the losses; needs ``log_dir``).
     :param seed: random seed.
     :param log_dir: write tensorboard scalars here (``None``: no tensorboard).
     :param log_every_updates: log the losses every this many updates.
-    :param verbose_histogram: also log histograms of every weight to tensorboard (at the same
-        updates as the losses; needs ``log_dir``).
     :param wandb_project: log to this wandb project too (needs ``pip install wandb``).
     :param wandb_entity: wandb entity (user or team).
     :param wandb_run_name: wandb run name.
@@ -97,10 +169,10 @@ class SAC(TrainingMixin, SavingMixin):
         automatic_entropy_tuning: bool = False,
         hidden_size: int = 256,
         device: str | torch.device = "cpu",
+        verbose_histogram: bool = False,
         seed: int = 42,
         log_dir: str | Path | None = None,
         log_every_updates: int = 1,
-        verbose_histogram: bool = False,
         wandb_project: str | None = None,
         wandb_entity: str | None = None,
         wandb_run_name: str | None = None,
@@ -110,25 +182,27 @@ class SAC(TrainingMixin, SavingMixin):
     ) -> None:
         self._config = {k: v for k, v in locals().items() if k not in ("self", "env")}
         self._config.update(device=str(device), log_dir=None if log_dir is None else str(log_dir))
-        self._check_arguments(policy_type, updates_per_step, batch_size, target_update_interval)
+        check_arguments(self._config)
+        c = self._config
+        c.update(_plain_values(c))  # numpy scalars as Python numbers from here on
         observation_space, action_space = single_spaces(env)
         check_spaces(observation_space, action_space)
         self.env = env
         self.observation_space, self.action_space = observation_space, action_space
         self.scaler = ActionScaler(action_space)
-        self.updates_per_step, self.batch_size = int(updates_per_step), int(batch_size)
-        self.gamma, self.tau = float(gamma), float(tau)
+        self.updates_per_step, self.batch_size = c["updates_per_step"], c["batch_size"]
+        self.gamma, self.tau = c["gamma"], c["tau"]
         self.policy_type = policy_type
-        self.target_update_interval = int(target_update_interval)
-        self.exploration_noise = float(exploration_noise)
-        self.seed = seed
+        self.target_update_interval = c["target_update_interval"]
+        self.exploration_noise = c["exploration_noise"]
+        self.seed = seed = c["seed"]
         self.device = get_device(device)
         if self.device.type == "cpu":
             flush_denormals()
         self.obs_dim = int(np.prod(observation_space.shape))
         self.act_dim = int(np.prod(action_space.shape))
         set_seed(seed)
-        alpha, tuning = self._entropy_settings(alpha, automatic_entropy_tuning)
+        alpha, tuning = self._entropy_settings(c["alpha"], c["automatic_entropy_tuning"])
         self.automatic_entropy_tuning = tuning
         actor_cls = (
             ContinuousDeterministicActor if self.deterministic else ContinuousStochasticActor
@@ -138,33 +212,25 @@ class SAC(TrainingMixin, SavingMixin):
             FlatEncoder(self.obs_dim, standardize=False),  # whatever gin files were parsed
             actor_network_cls=actor_cls,
             num_critics=2,
-            hidden_size=hidden_size,
+            hidden_size=c["hidden_size"],
         ).to(self.device)
-        self.settings = self._loop_settings(lr, policy_lr, alpha, tuning)
+        self.settings = self._loop_settings(c["lr"], c["policy_lr"], alpha, tuning)
         self.learner = Learner(self.agent, self.settings, seed)
-        self.memory = ReplayMemory(memory_capacity, seed, action_space=action_space)
+        self.memory = ReplayMemory(c["memory_capacity"], seed, action_space=action_space)
         self._total_steps = 0
         self._rng = np.random.default_rng(seed)
         self._collector: Collector | None = None
-        self.log_every_updates = max(1, int(log_every_updates))
-        self.verbose_histogram = bool(verbose_histogram)
+        self.log_every_updates = c["log_every_updates"]
+        self.verbose_histogram = c["verbose_histogram"]
+        if self.verbose_histogram and log_dir is None:
+            warnings.warn(
+                "verbose_histogram=True writes tensorboard histograms, which need log_dir: "
+                "none are written. Fix: pass log_dir",
+                stacklevel=2,
+            )
         self._loggers = self._open_loggers(log_dir, wandb_project)
 
     # ------------------------------------------------------------------ construction
-    @staticmethod
-    def _check_arguments(
-        policy_type: str, updates_per_step: int, batch_size: int, target_update_interval: int
-    ) -> None:
-        if policy_type not in POLICY_TYPES:
-            raise ValueError(f"policy_type must be one of {POLICY_TYPES}, got {policy_type!r}")
-        for name, value in (
-            ("updates_per_step", updates_per_step),
-            ("batch_size", batch_size),
-            ("target_update_interval", target_update_interval),
-        ):
-            if int(value) < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-
     @property
     def deterministic(self) -> bool:
         """Whether the policy is deterministic (``policy_type="Deterministic"``)."""
@@ -178,8 +244,11 @@ class SAC(TrainingMixin, SavingMixin):
                     stacklevel=3,
                 )
             return 0.0, False
-        if alpha < 0 or (tuning and alpha <= 0):
-            raise ValueError(f"alpha must be >= 0 (> 0 with automatic_entropy_tuning), got {alpha}")
+        if tuning and alpha <= 0:
+            raise ValueError(
+                f"SAC: alpha must be > 0 with automatic_entropy_tuning (it starts the tuning of "
+                f"log alpha), got {alpha}. Fix: pass e.g. alpha=0.2, or turn the tuning off"
+            )
         return float(alpha), bool(tuning)
 
     def _loop_settings(
@@ -351,6 +420,13 @@ class SAC(TrainingMixin, SavingMixin):
 
     # ------------------------------------------------------------------ learning
     def _sample(self, memory: ReplayMemory | ReplayBuffer, batch_size: int) -> Batch:
+        check_count("update_parameters", "batch_size", batch_size, 1)
+        if isinstance(memory, (ReplayMemory, ReplayBuffer)) and batch_size > len(memory):
+            raise ValueError(
+                f"update_parameters: batch_size {batch_size} is larger than the "
+                f"{len(memory)} transitions in the memory (the batch would repeat them). Fix: "
+                "update once len(memory) >= batch_size"
+            )
         if isinstance(memory, ReplayMemory):
             if memory.scaler is not None and not memory.scaler.same_bounds(self.scaler):
                 raise ValueError(

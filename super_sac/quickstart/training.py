@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,22 @@ def agent_view_of(env: gym.Env | VectorEnv) -> gym.Env | VectorEnv:
         return NormActionSpace(SimpleGymWrapper(env))
     env = gym.wrappers.vector.VectorizeTransformAction(env, NormActionSpace)
     return VectorSimpleGymWrapper(env)
+
+
+def check_count(method: str, name: str, value: Any, low: int, allow_none: bool = False) -> None:
+    """Refuse a step or episode count that is not an int ``>= low`` (``None`` too, unless
+    ``allow_none``): a float or negative count would otherwise run a different length silently.
+
+    :raises TypeError: for a value that is not an int.
+    :raises ValueError: for an int below ``low``.
+    """
+    if value is None and allow_none:
+        return
+    if not isinstance(value, numbers.Integral) or isinstance(value, (bool, np.bool_)):
+        kind = "an int or None" if allow_none else "an int"
+        raise TypeError(f"{method}: {name} must be {kind}, got {value!r} ({type(value).__name__})")
+    if value < low:
+        raise ValueError(f"{method}: {name} must be >= {low}, got {value}")
 
 
 class TrainingMixin:
@@ -135,6 +152,9 @@ class TrainingMixin:
         options.update(kwargs)
         if isinstance(self.env, VectorEnv):
             raise TypeError("this SAC was built on a vector env: use train_vector(total_steps=...)")
+        check_count("train", "num_episodes", num_episodes, 1)
+        check_count("train", "max_steps", max_steps, 1, allow_none=True)
+        check_count("train", "warmup_steps", options["warmup_steps"], 0)
         if save_best and save_path is None:
             save_path = default_run_path("sac_best")
         warmup = int(options["warmup_steps"])
@@ -197,6 +217,10 @@ class TrainingMixin:
                 "num_envs=8, vector_kwargs={'autoreset_mode': AutoresetMode.SAME_STEP}); "
                 "use train() for a single env"
             )
+        check_count("train_vector", "total_steps", total_steps, 1)
+        check_count("train_vector", "warmup_steps", warmup_steps, 0)
+        check_count("train_vector", "log_every", log_every, 1)
+        check_count("train_vector", "reward_window", reward_window, 1)
         if save_best and save_path is None:
             save_path = default_run_path("sac_best")
         collector = self._collector_for(warmup_steps)
