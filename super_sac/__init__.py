@@ -17,6 +17,7 @@ from super_sac import (
 from super_sac.agent import Agent
 from super_sac.main import super_sac
 from super_sac.nets import Encoder
+from super_sac.nets import cnns as _cnns  # noqa: F401  (super_sac.nets.cnns after import super_sac)
 from super_sac.quickstart import SAC, ReplayMemory
 from super_sac.replay import ReplayBuffer
 from super_sac.utils import get_device, set_seed

@@ -132,6 +132,17 @@ class Agent(nn.Module):
         super().__init__()
         if adv_method is None:
             adv_method = default_adv_method(discrete)
+        for name, value in (
+            ("act_space_size", act_space_size),
+            ("ensemble_size", ensemble_size),
+            ("num_critics", num_critics),
+            ("hidden_size", hidden_size),
+        ):
+            if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
+                raise TypeError(
+                    f"Agent.{name} must be an int, got {value!r} ({type(value).__name__}). Fix: "
+                    f"bind it without quotes, e.g. Agent.{name} = 256"
+                )
         self._check_settings(
             encoder,
             discrete,
@@ -142,6 +153,11 @@ class Agent(nn.Module):
             adv_method,
             beta_dist,
         )
+        if hidden_size < 1 or act_space_size < 1:
+            raise ValueError(
+                f"Agent.hidden_size and act_space_size must be >= 1, got {hidden_size} and "
+                f"{act_space_size}"
+            )
         if discrete:
             actor_network_cls, critic_network_cls = _discrete_classes(
                 actor_network_cls, critic_network_cls
@@ -265,6 +281,8 @@ class Agent(nn.Module):
         out = {}
         for key, value in obs.items():
             t = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+            if t.dtype == torch.float64:  # the replay buffer stores float64 as float32 too
+                t = t.float()
             if not batched:
                 t = t.unsqueeze(0)
             out[key] = t.to(device, non_blocking=True)

@@ -330,7 +330,7 @@ class TrainConfig:
     log_to_disk: bool = True
     #: log metrics every this many steps (the only time they are read from the device)
     log_interval: int = 1_000
-    #: above 0: print the key settings, a progress bar with the last eval return and a summary
+    #: 0: print nothing (buffer included); above: settings, progress bar, summary
     verbosity: int = 1
     #: write the whole training state atomically every this many steps of each phase and at the end
     checkpoint_interval: int = 10_000

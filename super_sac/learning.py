@@ -502,6 +502,13 @@ def online_actor_update(
     ``actor_lambda > 0`` adds ``actor_lambda`` times the actor's invariance to augmentation on
     the batch's views (:func:`action_invariance`; needs ``batch.views``, set by an augmenter).
 
+    :param agent: the agent whose actor is updated (its critics are read, not trained).
+    :param batch: the sampled batch (``weights`` scale each sample's term).
+    :param optimizer: the actor's optimizer; it takes one step.
+    :param alpha: the entropy coefficient as a tensor (0 for deterministic actors).
+    :param actor_q_reduction: how the critic ensemble's values are reduced: "min", "mean" or
+        "first".
+    :param actor_lambda: weight of the augmentation-invariance term (0: off).
     :param actor_noise_std: deterministic actors only: above 0, the critics are evaluated at
         DrQ-v2's noisy action ``clamp_st(mu(s) + clip(eps, -c, c), -1, 1)``, ``eps ~ N(0,
         std^2)`` (:func:`~super_sac.learning_utils.noisy_actor_action`; Yarats et al. 2021),

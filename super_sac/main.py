@@ -53,6 +53,8 @@ class Trainer:
         cfg: TrainConfig,
     ) -> None:
         self.cfg, self.agent, self.buffer, self.test_env = cfg, agent, buffer, test_env
+        if cfg.verbosity == 0:
+            buffer.verbose = False  # a quiet run prints nothing, allocation included
         self.device = agent.device
         if self.device.type == "cpu":
             flush_denormals()

@@ -318,6 +318,7 @@ def validate_config(
     _validate_optimizer_settings(cfg, agent, buffer)
     _validate_video(cfg, test_env)
     _validate_envs(cfg, agent, train_env, test_env)
+    _validate_encoder_probe(agent, train_env)
     _validate_augmenter_probe(cfg, agent, train_env)
 
 
@@ -657,6 +658,70 @@ def _zero_observations(obs_space: spaces.Dict, device: torch.device) -> dict[str
     return obs
 
 
+def _has_lazy_parameters(module: torch.nn.Module) -> bool:
+    lazy = (torch.nn.parameter.UninitializedParameter, torch.nn.parameter.UninitializedBuffer)
+    return any(isinstance(t, lazy) for t in (*module.parameters(), *module.buffers()))
+
+
+def _validate_encoder_probe(agent: Agent, train_env: Any) -> None:
+    """Run the encoder once on a zero batch of the env's observations before anything is
+    allocated, so that an encoder built for other keys or sizes fails here, naming the shapes,
+    and not at the first action; its output must be ``(batch, embedding_dim)`` floats, the
+    features the actor and critics were built for.
+
+    An encoder with lazy modules (``nn.LazyLinear``) is materialised by this call (the loop's
+    target copy cannot be made of uninitialised parameters); it draws its initial weights from
+    the global torch RNG, as building the module would. Any other encoder runs as a copy, with
+    the RNG left as it was, so the agent is untouched.
+    """
+    obs_space = getattr(train_env, "single_observation_space", train_env.observation_space)
+    if not isinstance(obs_space, spaces.Dict):
+        return
+    obs = _zero_observations(obs_space, agent.device)
+    if not obs:
+        return
+    name = type(agent.encoder).__name__
+    lazy = _has_lazy_parameters(agent.encoder)
+    encoder = agent.encoder if lazy else copy.deepcopy(agent.encoder)
+    training = encoder.training
+    encoder.eval()  # a probe of zeros must not move running statistics
+    devices = [agent.device] if agent.device.type == "cuda" else []
+    try:
+        with torch.no_grad():
+            if lazy:
+                out = encoder(obs)
+            else:
+                with torch.random.fork_rng(devices=devices):
+                    out = encoder(obs)
+    except Exception as exc:  # any failure of user code, reported with the observations
+        layout = {k: f"{tuple(v.shape[1:])} {str(v.dtype).replace('torch.', '')}"
+                  for k, v in obs.items()}  # fmt: skip
+        raise ConfigError(
+            f"the encoder {name} cannot read the env's observations {layout} (a batch of "
+            f"{_PROBE_BATCH}; float64 arrives as float32): {type(exc).__name__}: {exc}. Fix: "
+            "build the encoder for these keys and shapes (FlatEncoder(dim) takes the sum of the "
+            "keys' flat sizes)"
+        ) from exc
+    finally:
+        encoder.train(training)
+    expected = (_PROBE_BATCH, agent.encoder.embedding_dim)
+    if not (isinstance(out, torch.Tensor) and out.is_floating_point()):
+        got = type(out).__name__ if not isinstance(out, torch.Tensor) else f"{out.dtype} tensor"
+        raise ConfigError(
+            f"the encoder {name} returns {got}, but the actor and critics read a float tensor "
+            f"of shape (batch, embedding_dim). Fix: return float features from forward"
+        )
+    if tuple(out.shape) != expected:
+        flat = sum(int(np.prod(v.shape[1:])) for v in obs.values())
+        raise ConfigError(
+            f"the encoder {name} returns features of shape {tuple(out.shape)} for a batch of "
+            f"{_PROBE_BATCH}, but its embedding_dim is {expected[1]}, the width the actor and "
+            f"critics were built for. Fix: make embedding_dim the width forward returns (a "
+            f"FlatEncoder(dim) of these observations needs dim = {flat}, the sum of the keys' "
+            "flat sizes)"
+        )
+
+
 def _validate_augmenter_probe(cfg: TrainConfig, agent: Agent, train_env: Any) -> None:
     """Run the augmenter, and the encoder on its output, once on a tiny zero batch before
     training, so that a crop the encoder cannot read (RAD's sizes) fails here and not at the
@@ -910,6 +975,13 @@ def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym
                 f"Agent.act_space_size = {agent.act_space_size}. Fix: build the Agent with "
                 f"act_space_size={int(np.prod(act_space.shape))}."
             )
+    if cfg.num_steps_online > 0 and _same_env(train_env, test_env):
+        raise ConfigError(
+            "train_env and test_env are the same env object: every evaluation would reset the "
+            "training episode in progress, so stored transitions would cross resets and time "
+            "limits would never fire. Fix: make two envs (the test env with its own "
+            "gymnasium.make call); an offline-only run (num_steps_online = 0) may share one"
+        )
     num_envs = getattr(train_env, "num_envs", 1)
     if cfg.transitions_per_online_step % num_envs:
         raise _err(
@@ -938,6 +1010,13 @@ def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym
                 "env its own limit (gymnasium.wrappers.TimeLimit, or gymnasium.make(..., "
                 "max_episode_steps=N))",
             )
+
+
+def _same_env(train_env: Any, test_env: gym.Env) -> bool:
+    """Whether ``test_env`` is ``train_env`` or one of its sub-envs (compared unwrapped)."""
+    core = getattr(test_env, "unwrapped", test_env)
+    candidates = [train_env, *getattr(train_env, "envs", ())]
+    return any(getattr(env, "unwrapped", env) is core for env in candidates)
 
 
 def _validate_optimizer_settings(cfg: TrainConfig, agent: Agent, buffer: ReplayBuffer) -> None:

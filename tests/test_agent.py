@@ -87,6 +87,11 @@ def test_bad_settings():
         _agent(adv_method="median")
     with pytest.raises(TypeError, match="Encoder"):
         Agent(2, torch.nn.Identity())
+    # a quoted gin value ("64") is a string: named here, not deep inside torch
+    with pytest.raises(TypeError, match=r"Agent.hidden_size must be an int, got '64'.*Fix"):
+        Agent(2, nets.FlatEncoder(3), hidden_size="64")
+    with pytest.raises(ValueError, match=r"hidden_size and act_space_size must be >= 1, got 0"):
+        Agent(2, nets.FlatEncoder(3), hidden_size=0)
 
 
 def test_beta_policy_agent_acts_in_bounds_and_is_recorded():

@@ -339,7 +339,7 @@ def _validate(agent=None, **settings):
     cfg = TrainConfig(**{"random_warmup_steps": 0, **settings})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        validate_config(cfg, agent, ReplayBuffer(100, verbose=False), env, env)
+        validate_config(cfg, agent, ReplayBuffer(100, verbose=False), env, copy.deepcopy(env))
 
 
 @pytest.mark.parametrize(
@@ -542,7 +542,7 @@ def _validate_pixels(encoder_size, augmenter, **settings):
     cfg = TrainConfig(random_warmup_steps=0, augmenter=augmenter, **settings)
     state = torch.get_rng_state()
     try:
-        validate_config(cfg, agent, ReplayBuffer(100, verbose=False), env, env)
+        validate_config(cfg, agent, ReplayBuffer(100, verbose=False), env, copy.deepcopy(env))
     finally:
         assert torch.equal(state, torch.get_rng_state())  # the probe draws leave no trace
 
@@ -590,7 +590,7 @@ def test_pair_only_augmenters_pass_without_drq_samples_and_aug_mix_0_warns():
     agent = Agent(1, nets.FlatEncoder(3), hidden_size=8)
     cfg = TrainConfig(random_warmup_steps=0, augmenter=FakeShift(), aug_mix=0.0)
     with pytest.warns(ConfigWarning, match=r"aug_mix = 0: .*buys nothing"):
-        validate_config(cfg, agent, ReplayBuffer(100, verbose=False), env, env)
+        validate_config(cfg, agent, ReplayBuffer(100, verbose=False), env, copy.deepcopy(env))
 
 
 def test_actor_update_noise_warns_for_stochastic_actors():
@@ -598,7 +598,7 @@ def test_actor_update_noise_warns_for_stochastic_actors():
     cfg = TrainConfig(random_warmup_steps=0, actor_update_noise=True)
     with pytest.warns(ConfigWarning, match=r"actor_update_noise = True: it has no effect"):
         validate_config(cfg, Agent(1, nets.FlatEncoder(3), hidden_size=8),
-                        ReplayBuffer(100, verbose=False), env, env)  # fmt: skip
+                        ReplayBuffer(100, verbose=False), env, copy.deepcopy(env))  # fmt: skip
 
 
 def test_per_network_trunks_train_by_their_own_losses_and_the_critics_is_averaged():
@@ -646,11 +646,11 @@ def test_next_action_encoder_takes_two_values_and_only_single_continuous_agents(
     agent = Agent(1, nets.FlatEncoder(3), hidden_size=8)
     buffer = ReplayBuffer(100, verbose=False)
     validate_config(TrainConfig(random_warmup_steps=0, next_action_encoder="online"),
-                    agent, buffer, env, env)  # fmt: skip
+                    agent, buffer, env, copy.deepcopy(env))  # fmt: skip
     with pytest.raises(ConfigError, match=r"next_action_encoder = 'onlin': must be \"target\""):
         validate_config(TrainConfig(random_warmup_steps=0, next_action_encoder="onlin"),
-                        agent, buffer, env, env)  # fmt: skip
+                        agent, buffer, env, copy.deepcopy(env))  # fmt: skip
     ensemble = Agent(1, nets.FlatEncoder(3), hidden_size=8, ensemble_size=2)
     with pytest.raises(ConfigError, match=r"this agent is ensemble_size = 2"):
         validate_config(TrainConfig(random_warmup_steps=0, next_action_encoder="online"),
-                        ensemble, buffer, env, env)  # fmt: skip
+                        ensemble, buffer, env, copy.deepcopy(env))  # fmt: skip

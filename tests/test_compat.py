@@ -47,7 +47,8 @@ def _validate(agent=None, train_env=None, **settings):
     cfg = TrainConfig(**{"random_warmup_steps": 0, **settings})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        validate_config(cfg, agent, ReplayBuffer(100, verbose=False), train_env or env, env)
+        test_env = make_gym_env("Pendulum-v1")
+        validate_config(cfg, agent, ReplayBuffer(100, verbose=False), train_env or env, test_env)
     return [str(w.message) for w in caught if issubclass(w.category, ConfigWarning)]
 
 

@@ -286,7 +286,8 @@ def _small_run(agent=None, **kwargs):
         **kwargs,
     }
     agent = agent or Agent(1, nets.FlatEncoder(3), hidden_size=8)
-    return super_sac.super_sac(agent, ReplayBuffer(100, verbose=False), env, env, **settings)
+    test_env = make_gym_env("Pendulum-v1")
+    return super_sac.super_sac(agent, ReplayBuffer(100, verbose=False), env, test_env, **settings)
 
 
 def test_a_gin_binding_of_the_wrong_type_fails_before_training(monkeypatch):

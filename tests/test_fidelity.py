@@ -293,7 +293,8 @@ def test_bad_optimizer_settings_name_the_binding(setting, message):
     agent = Agent(1, nets.FlatEncoder(3), hidden_size=8)
     env = make_gym_env("Pendulum-v1")
     with pytest.raises(ConfigError, match=message):
-        validate_config(trainer_cfg, agent, ReplayBuffer(100, verbose=False), env, env)
+        test_env = make_gym_env("Pendulum-v1")
+        validate_config(trainer_cfg, agent, ReplayBuffer(100, verbose=False), env, test_env)
 
 
 def test_alpha_stays_put_at_the_target_entropy_whatever_the_importance_weights():
@@ -350,4 +351,5 @@ def test_fidelity_settings_that_do_nothing_warn(setting, message):
     agent = Agent(1, nets.FlatEncoder(3), hidden_size=8)
     env = make_gym_env("Pendulum-v1")
     with pytest.warns(ConfigWarning, match=message):
-        validate_config(cfg, agent, ReplayBuffer(100, verbose=False), env, env)
+        test_env = make_gym_env("Pendulum-v1")
+        validate_config(cfg, agent, ReplayBuffer(100, verbose=False), env, test_env)

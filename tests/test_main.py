@@ -292,7 +292,11 @@ def _run(agent=None, train_env=None, test_env=None, **kwargs):
         **kwargs,
     }
     return super_sac.super_sac(
-        agent, ReplayBuffer(100, verbose=False), train_env or env, test_env or env, **kwargs
+        agent,
+        ReplayBuffer(100, verbose=False),
+        train_env or env,
+        test_env or make_gym_env("Pendulum-v1"),  # a test env of its own
+        **kwargs,
     )
 
 
@@ -378,6 +382,20 @@ def test_norm_action_space_rescales_to_env_bounds():
     assert env.action(np.array([-0.5], np.float32)).tolist() == [-1.0]
 
 
+def test_verbosity_zero_silences_the_buffers_allocation_message(capsys):
+    def run(verbosity):
+        super_sac.super_sac(
+            Agent(1, nets.FlatEncoder(3), hidden_size=8), ReplayBuffer(100),  # verbose buffer
+            make_gym_env("Pendulum-v1"), make_gym_env("Pendulum-v1"), num_steps_online=3,
+            random_warmup_steps=0, verbosity=verbosity, save_to_disk=False, log_to_disk=False,
+            eval_episodes=0,
+        )  # fmt: skip
+        return capsys.readouterr().out
+
+    assert "ReplayBuffer: 100 transitions" in run(1)
+    assert run(0) == ""
+
+
 def test_zero_eval_episodes_skips_evaluation():
     summary = _run(eval_episodes=0, num_steps_online=3)
     assert summary["eval_history"] == [] and np.isnan(summary["final_eval_return"])
@@ -409,3 +427,105 @@ def test_matmul_precision_applies_during_the_run_and_is_restored():
     assert torch.get_float32_matmul_precision() == before
     with pytest.raises(ConfigError, match="matmul_precision = 'low'"):
         _run(matmul_precision="low")
+
+
+# ----------------------------------------------------------------------------- custom encoders
+
+
+class ImageAndStateObs(gym.ObservationWrapper):
+    """Pendulum as ``{"image": (3, 8, 8) uint8, "state": (10,) float64}`` (float64 on purpose:
+    numpy's default dtype, which the buffer stores as float32)."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.observation_space = spaces.Dict(
+            {
+                "image": spaces.Box(0, 255, (3, 8, 8), np.uint8),
+                "state": spaces.Box(-np.inf, np.inf, (10,), np.float64),
+            }
+        )
+
+    def observation(self, obs):
+        image = np.full((3, 8, 8), int(127 * (1 + obs[0])), np.uint8)
+        return {"image": image, "state": np.resize(obs, 10).astype(np.float64)}
+
+
+class ConvAndStateEncoder(nets.Encoder):
+    """The README's encoder example, as written there (``nn.LazyLinear`` included)."""
+
+    def __init__(self, channels: int, state_dim: int, emb_dim: int = 16):
+        super().__init__()
+        self.conv = torch.nn.Sequential(torch.nn.Conv2d(channels, 4, 3), torch.nn.ReLU(),
+                                        torch.nn.Flatten())  # fmt: skip
+        self.fc = torch.nn.LazyLinear(emb_dim - state_dim)
+        self._dim = emb_dim
+
+    @property
+    def embedding_dim(self) -> int:
+        return self._dim
+
+    def forward(self, obs_dict):
+        image = obs_dict["image"].float() / 255.0
+        return torch.cat([self.fc(self.conv(image)), obs_dict["state"]], dim=-1)
+
+
+def _image_and_state_env():
+    return NormActionSpace(ImageAndStateObs(gym.make("Pendulum-v1", max_episode_steps=50)))
+
+
+def test_the_readme_encoder_with_lazy_modules_and_float64_state_trains():
+    torch.manual_seed(0)
+    agent = Agent(1, ConvAndStateEncoder(3, 10), hidden_size=8)
+    obs, _ = _image_and_state_env().reset(seed=0)
+    # acting casts float64 to float32 as the buffer does, so a custom encoder sees one dtype
+    assert agent.forward(obs).shape == (1,)
+    agent = Agent(1, ConvAndStateEncoder(3, 10), hidden_size=8)  # lazy again
+    summary = super_sac.super_sac(
+        agent, ReplayBuffer(200, verbose=False), _image_and_state_env(), _image_and_state_env(),
+        num_steps_online=40, random_warmup_steps=10, batch_size=8, eval_interval=1000,
+        eval_episodes=1, save_to_disk=False, log_to_disk=False, verbosity=0, seed=0,
+    )  # fmt: skip
+    assert summary["critic_updates"] == 30
+    # the LazyLinear was materialised before the target copy: 4 * 6 * 6 conv features in
+    assert agent.encoder.fc.weight.shape == (6, 144)
+
+
+@pytest.mark.parametrize(
+    "encoder, message",
+    [
+        (nets.FlatEncoder(4), r"FlatEncoder returns features of shape \(2, 3\) for a batch of "
+                              r"2, but its embedding_dim is 4.*needs dim = 3"),
+        (ConvAndStateEncoder(3, 10), r"ConvAndStateEncoder cannot read the env's observations "
+                                     r"\{'obs': '\(3,\) float32'\}.*KeyError.*Fix: build"),
+    ],
+)  # fmt: skip
+def test_an_encoder_that_does_not_fit_the_observations_fails_before_training(encoder, message):
+    buffer = ReplayBuffer(100, verbose=False)
+    with pytest.raises(ConfigError, match=message):
+        super_sac.super_sac(Agent(1, encoder, hidden_size=8), buffer, make_gym_env("Pendulum-v1"),
+                            make_gym_env("Pendulum-v1"), num_steps_online=5, verbosity=0,
+                            random_warmup_steps=0, save_to_disk=False,
+                            log_to_disk=False)  # fmt: skip
+    assert not buffer.allocated  # refused before anything was allocated
+
+
+class WrongWidth(nets.FlatEncoder):
+    @property
+    def embedding_dim(self) -> int:
+        return 5
+
+
+def test_an_encoder_whose_width_is_not_its_embedding_dim_fails_before_training():
+    with pytest.raises(ConfigError, match=r"WrongWidth returns features of shape \(2, 3\) for a "
+                       r"batch of 2, but its embedding_dim is 5.*Fix"):  # fmt: skip
+        _run(agent=Agent(1, WrongWidth(3), hidden_size=8), num_steps_online=5)
+
+
+def test_one_env_object_as_train_and_test_env_is_refused_online_only():
+    env = make_gym_env("Pendulum-v1")
+    with pytest.raises(ConfigError, match=r"train_env and test_env are the same env object.*Fix"):
+        _run(train_env=env, test_env=env, num_steps_online=5)
+    same_step = gym.vector.AutoresetMode.SAME_STEP
+    vector = gym.vector.SyncVectorEnv([lambda: env], autoreset_mode=same_step)
+    with pytest.raises(ConfigError, match="same env object"):
+        _run(train_env=vector, test_env=env, num_steps_online=5)

@@ -103,8 +103,11 @@ class EnsembleMLP(nn.Module):
         detach_params: bool = False,
         members: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """:param x: ``(B, in)`` or ``(K, B, in)``. :param members: optional indices of the
-        ``K`` members to evaluate (see :meth:`EnsembleLinear.forward`).
+        """:param x: ``(B, in)`` or ``(K, B, in)``.
+        :param detach_params: use detached weights in every layer (see
+            :meth:`EnsembleLinear.forward`).
+        :param members: optional indices of the ``K`` members to evaluate (see
+            :meth:`EnsembleLinear.forward`).
         :return: ``(K, B, out)``."""
         # the layers' ``forward`` is called directly (no module hooks): the critics run several
         # times per update and ``Module.__call__`` costs more than the small layers' arithmetic

@@ -120,6 +120,8 @@ class ContinuousStochasticActor(nn.Module):
     :param ensemble_size: number of independent policies held in this module (SUNRISE's actor
         ensemble, Lee et al. 2021). With more than one, the distribution has a leading member
         dimension, ``(ensemble_size, B, A)``, and all members run in one batched call.
+    :param trunk_dim: width of the actor's own :class:`Trunk` (linear, LayerNorm, tanh) over
+        the encoder's features, as DrQ and DrQ-v2 give the actor; ``None``: no trunk.
     """
 
     stochastic = True

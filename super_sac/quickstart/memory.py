@@ -54,8 +54,10 @@ def check_action_space(action_space: spaces.Space) -> None:
     """Raise a ``ValueError`` naming the fix unless ``action_space`` is a bounded ``Box``."""
     if not isinstance(action_space, spaces.Box):
         raise ValueError(
-            f"SAC needs a continuous (Box) action space, got {action_space}; discrete actions "
-            "are not supported yet."
+            f"SAC needs a continuous (Box) action space, got {action_space}. Fix: for discrete "
+            "actions use the gin loop's SAC-Discrete, super_sac.Agent(..., discrete=True) with "
+            "experiments/gym/sac_discrete.gin (python experiments/gym/train_gym.py --env "
+            "CartPole-v1 --config sac_discrete.gin)"
         )
     if not has_finite_bounds(action_space):
         raise ValueError(

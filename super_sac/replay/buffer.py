@@ -304,6 +304,16 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
         if self._verbose:
             print(self._memory_message())
 
+    @property
+    def verbose(self) -> bool:
+        """Whether allocation prints the memory footprint (the loop turns it off when its
+        ``verbosity`` is 0)."""
+        return self._verbose
+
+    @verbose.setter
+    def verbose(self, value: bool) -> None:
+        self._verbose = bool(value)
+
     def _zeros(self, field: _Field) -> np.ndarray:
         return np.zeros((self._size, *field[0]), dtype=field[1])
 
