@@ -658,6 +658,15 @@ def _zero_observations(obs_space: spaces.Dict, device: torch.device) -> dict[str
     return obs
 
 
+def _env_zero_observations(train_env: Any, device: torch.device) -> dict[str, torch.Tensor]:
+    """:func:`_zero_observations` of the training env's (single) observation space; ``{}``
+    when it is not a fixed-shape ``Dict`` (the env checks report that)."""
+    obs_space = getattr(train_env, "single_observation_space", train_env.observation_space)
+    if not isinstance(obs_space, spaces.Dict):
+        return {}
+    return _zero_observations(obs_space, device)
+
+
 def _has_lazy_parameters(module: torch.nn.Module) -> bool:
     lazy = (torch.nn.parameter.UninitializedParameter, torch.nn.parameter.UninitializedBuffer)
     return any(isinstance(t, lazy) for t in (*module.parameters(), *module.buffers()))
@@ -674,10 +683,7 @@ def _validate_encoder_probe(agent: Agent, train_env: Any) -> None:
     the global torch RNG, as building the module would. Any other encoder runs as a copy, with
     the RNG left as it was, so the agent is untouched.
     """
-    obs_space = getattr(train_env, "single_observation_space", train_env.observation_space)
-    if not isinstance(obs_space, spaces.Dict):
-        return
-    obs = _zero_observations(obs_space, agent.device)
+    obs = _env_zero_observations(train_env, agent.device)
     if not obs:
         return
     name = type(agent.encoder).__name__
@@ -728,10 +734,7 @@ def _validate_augmenter_probe(cfg: TrainConfig, agent: Agent, train_env: Any) ->
     first update. The torch RNG and the agent are left as they were."""
     if cfg.augmenter is None:
         return
-    obs_space = getattr(train_env, "single_observation_space", train_env.observation_space)
-    if not isinstance(obs_space, spaces.Dict):
-        return
-    obs = _zero_observations(obs_space, agent.device)
+    obs = _env_zero_observations(train_env, agent.device)
     if not obs:
         return
     devices = [agent.device] if agent.device.type == "cuda" else []
