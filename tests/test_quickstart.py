@@ -197,6 +197,18 @@ def test_train_counts_of_the_wrong_type_or_range_are_refused():
     assert sac.total_steps == 0  # refused before any step
 
 
+def test_soft_update_is_polyak_averaging_of_modules():
+    from super_sac.quickstart import soft_update
+
+    target, source = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    before = [p.detach().clone() for p in target.parameters()]
+    soft_update(target, source, 0.25)
+    for old, new, src in zip(before, target.parameters(), source.parameters()):
+        torch.testing.assert_close(new, 0.75 * old + 0.25 * src)
+    with pytest.raises(ValueError, match="same architecture"):
+        soft_update(target, torch.nn.Linear(3, 4), 0.5)
+
+
 def test_builds_the_engines_agent_with_two_critics_and_a_frozen_target():
     sac = pendulum()
     assert isinstance(sac.agent, super_sac.Agent)
@@ -439,6 +451,18 @@ def test_default_save_folder_is_the_gin_loops_save_folder(tmp_path, monkeypatch)
     assert (tmp_path / folder / "agent.pt").exists()
     monkeypatch.setenv("SSAC_SAVE", str(tmp_path / "elsewhere"))
     assert pendulum().save().parent == tmp_path / "elsewhere"
+    # saves within one second get folders of their own (the name has the second only)
+    from datetime import datetime as real_datetime
+
+    class Frozen(real_datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return real_datetime(2026, 12, 6, 12, 0, 0)
+
+    monkeypatch.setattr("super_sac.quickstart.persistence.datetime", Frozen)
+    sac = pendulum()
+    names = [sac.save().name for _ in range(3)]
+    assert names == ["sac_20261206-120000", "sac_20261206-120000_1", "sac_20261206-120000_2"]
 
 
 @pytest.mark.parametrize("policy_type", ["Gaussian", "Deterministic"])

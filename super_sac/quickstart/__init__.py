@@ -8,6 +8,13 @@ agent's ``[-1, 1]``, which is also what the memory holds.
 """
 
 from super_sac.quickstart.memory import ReplayMemory, check_action_space, check_spaces
-from super_sac.quickstart.sac import POLICY_TYPES, SAC
+from super_sac.quickstart.sac import POLICY_TYPES, SAC, soft_update
 
-__all__ = ["POLICY_TYPES", "SAC", "ReplayMemory", "check_action_space", "check_spaces"]
+__all__ = [
+    "POLICY_TYPES",
+    "SAC",
+    "ReplayMemory",
+    "check_action_space",
+    "check_spaces",
+    "soft_update",
+]

@@ -144,8 +144,13 @@ def check_env_matches(env: Any, env_config: dict[str, Any]) -> None:
 
 
 def default_run_path(prefix: str) -> Path:
-    """``$SSAC_SAVE/<prefix>_<date-time>`` (default ``./saves``, as for gin runs)."""
-    return Path(os.environ.get("SSAC_SAVE", "./saves")) / f"{prefix}_{datetime.now():%Y%m%d-%H%M%S}"
+    """``$SSAC_SAVE/<prefix>_<date-time>`` (default ``./saves``, as for gin runs), with ``_<i>``
+    added when that folder exists already (two saves within one second keep both)."""
+    base = Path(os.environ.get("SSAC_SAVE", "./saves")) / f"{prefix}_{datetime.now():%Y%m%d-%H%M%S}"
+    folder, i = base, 1
+    while folder.exists():
+        folder, i = base.with_name(f"{base.name}_{i}"), i + 1
+    return folder
 
 
 @contextlib.contextmanager

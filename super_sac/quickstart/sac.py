@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from super_sac import learning_utils as lu
 from super_sac.agent import Agent
 from super_sac.collector import Collector
 from super_sac.config import TrainConfig
@@ -89,6 +90,22 @@ def check_arguments(config: dict[str, Any]) -> None:
             f"{config['memory_capacity']}, so the memory never holds a batch and no update "
             "would ever run. Fix: raise memory_capacity or lower batch_size"
         )
+
+
+@torch.no_grad()
+def soft_update(target: torch.nn.Module, source: torch.nn.Module, tau: float) -> None:
+    """The seed interface's ``soft_update``: Polyak averaging of every parameter,
+    ``theta_target <- (1 - tau) theta_target + tau theta_source`` (one fused ``lerp_``, as the
+    loop's own target updates; :func:`super_sac.learning_utils.soft_update`).
+
+    :param target: the module that follows.
+    :param source: the module it follows (same architecture).
+    :param tau: the rate in ``[0, 1]``; 1 copies ``source``.
+    """
+    targets, sources = list(target.parameters()), list(source.parameters())
+    if len(targets) != len(sources) or any(t.shape != s.shape for t, s in zip(targets, sources)):
+        raise ValueError("soft_update needs two modules of the same architecture")
+    lu.soft_update(targets, sources, float(tau))
 
 
 def _plain_values(config: dict[str, Any]) -> dict[str, Any]:
