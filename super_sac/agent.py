@@ -28,6 +28,31 @@ from super_sac.nets.mlps import (
 ObsDict = Mapping[str, Any]
 
 ADV_METHODS = ("mean", "max", "indirect")
+
+
+def _unreadable(err: Exception, state: dict[str, torch.Tensor], batched: bool) -> Exception:
+    """``err`` of the encoder or actor, of the same type, with the observations' shapes and
+    the ``batched`` rule added (the usual cause: a batch passed without ``batched=True``, or a
+    single observation with it)."""
+    shapes = {k: tuple(v.shape) for k, v in state.items()}
+    note = "a leading dimension was added" if not batched else "taken as a batch"
+    detail = str(err)
+    if isinstance(err, KeyError) and err.args:  # str() of a KeyError is its quoted key
+        key = err.args[0]
+        detail = f"no observation key {key!r}" if " " not in str(key) else str(key)
+    message = (
+        f"{detail}\n(the agent read observations of shapes {shapes}, {note}: batched={batched}. "
+        "Fix: pass one observation of the env's shape with batched=False, or a batch with a "
+        "leading dimension and batched=True, under the keys the encoder reads)"
+    )
+    if isinstance(err, KeyError):  # KeyError would quote the message: a missing key is a value
+        return ValueError(message)
+    try:
+        return type(err)(message)
+    except Exception:  # an exception type with other constructor arguments
+        return RuntimeError(message)
+
+
 _AGENT_FILE = "agent.pt"
 _CHECKPOINT_STATE_FILE = "state.pt"  # super_sac.checkpoint's file of the loop's state
 
@@ -304,7 +329,11 @@ class Agent(nn.Module):
         :return: numpy actions for numpy input, tensors for tensor input.
         """
         state, from_numpy = self._to_tensors(obs, batched)
-        return self._to_output(self.mean_action(self.encoder(state)), batched, from_numpy)
+        try:
+            action = self.mean_action(self.encoder(state))
+        except (RuntimeError, IndexError, KeyError) as err:
+            raise _unreadable(err, state, batched) from err
+        return self._to_output(action, batched, from_numpy)
 
     @torch.no_grad()
     def sample_action(self, obs: ObsDict, batched: bool = False) -> Any:
@@ -318,11 +347,14 @@ class Agent(nn.Module):
         :param batched: the arrays already carry a leading batch dimension (parallel envs).
         """
         state, from_numpy = self._to_tensors(obs, batched)
-        rep = self.encoder(state)
-        if self.ensemble_size > 1:
-            action = self.explore_ensemble(rep)
-        else:
-            action = self.actor(rep).sample() if self.stochastic else self.actor(rep)
+        try:
+            rep = self.encoder(state)
+            if self.ensemble_size > 1:
+                action = self.explore_ensemble(rep)
+            else:
+                action = self.actor(rep).sample() if self.stochastic else self.actor(rep)
+        except (RuntimeError, IndexError, KeyError) as err:
+            raise _unreadable(err, state, batched) from err
         return self._to_output(action, batched, from_numpy)
 
     def explore_ensemble(self, state_rep: torch.Tensor) -> torch.Tensor:

@@ -76,6 +76,18 @@ def test_load_refuses_pickled_objects(tmp_path):
         _agent().load(tmp_path)
 
 
+def test_observations_of_the_wrong_shape_or_keys_are_explained():
+    agent = _agent()
+    with pytest.raises(RuntimeError, match=r"shapes \{'obs': \(1, 5, 3\)\}, a leading dimension "
+                       r"was added: batched=False. Fix"):  # fmt: skip
+        agent.forward({"obs": np.zeros((5, 3), np.float32)})
+    with pytest.raises(IndexError, match=r"\{'obs': \(3,\)\}, taken as a batch: batched=True"):
+        agent.sample_action({"obs": np.zeros(3, np.float32)}, batched=True)
+    image_agent = Agent(2, nets.cnns.MinAtarEncoder(4, 10, image_key="image"), hidden_size=8)
+    with pytest.raises(ValueError, match=r"(?s)reads the observation key 'image'.*under the keys"):
+        image_agent.forward({"obs": np.zeros((4, 10, 10), np.float32)})
+
+
 def test_bad_settings():
     with pytest.raises(ValueError, match="num_critics"):
         _agent(num_critics=0)
