@@ -945,6 +945,16 @@ def _validate_phases(cfg: TrainConfig, agent: Agent, buffer: ReplayBuffer) -> No
                 f"not gamma**k for k in 1..n_step",
                 "load the dataset with the run's gamma (load_dataset(..., gamma=super_sac.gamma))",
             )
+        offline = cfg.num_steps_offline > 0 or cfg.bc_warmup_steps > 0
+        if cfg.n_step > 1 and offline and np.allclose(stored, cfg.gamma):
+            _warn(
+                f"n_step = {cfg.n_step}",
+                f"n-step returns are built from the online transitions only; the {len(buffer)} "
+                "dataset transitions in the buffer are one-step, so the offline phase learns "
+                "one-step targets",
+                "nothing, if that is meant (the original's offline configs do this); set "
+                "super_sac.n_step = 1 for one-step targets online too",
+            )
 
 
 def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym.Env) -> None:

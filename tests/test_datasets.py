@@ -1,6 +1,8 @@
 """Offline datasets: Minari and .npz round trips, validation errors, and replay buffers that keep
 the offline data while fine-tuning online."""
 
+import warnings
+
 import numpy as np
 import pytest
 from gymnasium import spaces
@@ -92,6 +94,15 @@ def _valid_arrays(n=4, obs_dim=3):
         ({"terminated": np.zeros(4, bool)}, "neither terminated nor truncated"),
         ({"terminated": np.array([0, 0, 0, 2])}, "terminated holds values other than 0/1"),
         ({"reward": np.zeros(3)}, r"reward has shape \(3,\)"),
+        # an episode end without a flag: next_obs is not the next obs, yet nothing ends there
+        ({"next_obs/obs": np.ones((4, 3), np.float32)},
+         r"transitions \[0, 1, 2\] end no episode.*Fix: set terminated"),
+        ({"action": np.zeros((4, 1), np.int64)}, r"continuous, but the dataset's have dtype int64"),
+        ({"obs/obs": np.full((4, 3), 1e39)}, r"obs\['obs'\] holds values beyond float32's range"),
+        ({"action": np.zeros(4, np.float32)}, r"shape \(4,\).*Fix: reshape the actions to \(4, 1"),
+        ({"action_low": np.array([np.nan], np.float32)}, r"are not finite bounds with low < high"),
+        ({k: v[:0] for k, v in _valid_arrays().items() if not k.startswith("action_")},
+         r"the dataset holds no transitions"),
     ],
 )
 def test_each_validation_error_names_the_problem(env, tmp_path, change, message):
@@ -108,10 +119,29 @@ def test_each_validation_error_names_the_problem(env, tmp_path, change, message)
 
 def test_valid_arrays_pass_and_missing_sources_say_how_to_build_them(env, tmp_path):
     ds.load_transitions(_write(tmp_path / "ok.npz", **_valid_arrays()), env)
-    with pytest.raises(ds.DatasetError, match="no dataset file.*record_replay"):
+    # (N, 1) columns of rewards and flags, as some tools write them, are read as (N,)
+    columns = {k: v[:, None] for k, v in _valid_arrays().items() if k in
+               ("reward", "terminated", "truncated")}  # fmt: skip
+    data, _ = ds.load_transitions(_write(tmp_path / "col.npz", **{**_valid_arrays(), **columns}),
+                                  env)  # fmt: skip
+    assert data.reward.shape == data.terminated.shape == (4,) and data.terminated[-1]
+    with pytest.raises(ds.DatasetError, match="no dataset file.*record_replay.py --npz PATH"):
         ds.load_transitions(tmp_path / "nothing.npz", env)
     with pytest.raises(ds.DatasetError, match="no Minari dataset 'x/y-v0'.*record_replay"):
         ds.load_transitions("x/y-v0", env, tmp_path)
+
+
+def test_actions_that_look_normalised_already_are_warned_about(env, tmp_path):
+    episodes, _, act_space = _episodes(env, 120)
+    for ep in episodes:  # actions already in [-1, 1] where the env's bounds are [-2, 2]
+        ep.actions[:] = np.asarray(ep.actions) / 2.0
+    path = ds.save_npz(tmp_path / "halved.npz", episodes, act_space)
+    with pytest.warns(UserWarning, match=r"never leave \[-1, 1\] in env units.*-2.0"):
+        ds.load_transitions(path, env)
+    plain = ds.save_npz(tmp_path / "plain.npz", _episodes(env, 120)[0], act_space)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds.load_transitions(plain, env)  # actions beyond [-1, 1]: no warning
 
 
 def test_minari_dataset_of_another_env_is_rejected(env, tmp_path):
@@ -222,3 +252,26 @@ def test_agent_policy_epsilon_replaces_the_agents_actions_by_uniform_ones():
         ds.agent_policy(_ConstantAgent(True), epsilon=0.1)
     with pytest.raises(ValueError, match=r"epsilon = 1.5"):
         ds.agent_policy(_ConstantAgent(False), epsilon=1.5)
+
+
+def test_n_step_with_a_dataset_warns_that_the_dataset_stays_one_step(env, tmp_path):
+    from super_sac import Agent, nets
+    from super_sac.config import TrainConfig
+    from super_sac.validation import ConfigWarning, validate_config
+
+    episodes, _, act_space = _episodes(env, 40)
+    path = ds.save_npz(tmp_path / "p.npz", episodes, act_space)
+    buffer = ReplayBuffer(100, verbose=False).load_dataset(path, env, gamma=0.99)
+    agent = Agent(1, nets.FlatEncoder(3), hidden_size=8)
+
+    def validate(n_step):
+        cfg = TrainConfig(n_step=n_step, num_steps_offline=10, num_steps_online=0,
+                          random_warmup_steps=0, batch_size=8)  # fmt: skip
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            validate_config(cfg, agent, buffer, env, make_gym_env("Pendulum-v1", 20))
+        return [str(w.message) for w in caught if issubclass(w.category, ConfigWarning)]
+
+    assert any("n_step = 3: n-step returns are built from the online transitions only; the 40 "
+               "dataset transitions" in m for m in validate(3))  # fmt: skip
+    assert not any("n_step" in m for m in validate(1))

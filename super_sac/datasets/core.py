@@ -107,6 +107,7 @@ def episodes_to_transitions(episodes: Sequence[Episode], action_space: spaces.Sp
             next_parts.setdefault(key, []).append(value[1:])
     action = np.concatenate([np.asarray(ep.actions) for ep in episodes])
     if isinstance(action_space, spaces.Box):
+        check_float_actions(action, "dataset")
         action = _normalize_actions(action, action_space.low, action_space.high)
     return Transitions(
         obs={k: np.concatenate(v) for k, v in obs_parts.items()},
@@ -150,6 +151,8 @@ def validate_transitions(
             "wrap it with super_sac.wrappers.SimpleGymWrapper (make_gym_env does)",
         )
     n = len(data)
+    if n == 0:
+        raise fail("the dataset holds no transitions", "record at least one episode into it")
     for label, obs in (("obs", data.obs), ("next_obs", data.next_obs)):
         missing = sorted(set(obs_space.spaces) - set(obs))
         extra = sorted(set(obs) - set(obs_space.spaces))
@@ -179,11 +182,15 @@ def validate_transitions(
                     f"{np.flatnonzero(~np.isfinite(arr.reshape(n, -1)).all(1))[:5].tolist()}",
                     "drop those transitions or re-record the dataset",
                 )
+            _check_storable(arr, space.dtype, f"{label}[{key!r}]", n, fail)
     _validate_actions(data.action, env.action_space, n, atol, fail)
     for name in ("reward", "terminated", "truncated"):
         arr = getattr(data, name)
         if arr.shape != (n,):
-            raise fail(f"{name} has shape {arr.shape}, expected ({n},)", "one value per action")
+            raise fail(
+                f"{name} has shape {arr.shape}, expected ({n},)",
+                f"store one {name} value per transition, a flat array of {n}",
+            )
     if not np.isfinite(data.reward).all():
         bad = np.flatnonzero(~np.isfinite(data.reward))[:5].tolist()
         raise fail(f"reward holds NaN or inf at transitions {bad}", "drop or fix them")
@@ -193,10 +200,77 @@ def validate_transitions(
             raise fail(
                 f"{name} holds values other than 0/1", f"store {name} as booleans per transition"
             )
-    if n and not (bool(data.terminated[-1]) or bool(data.truncated[-1])):
+    if not (bool(data.terminated[-1]) or bool(data.truncated[-1])):
         raise fail(
             "the last transition is neither terminated nor truncated, so its episode has no end",
             "mark the final transition of a cut-off episode as truncated",
+        )
+    _check_continuity(data, fail)
+
+
+_CHUNK = 4096  # transitions compared at once (pixel datasets: bounded temporary memory)
+
+
+def _check_continuity(data: Transitions, fail: Any) -> None:
+    """Refuse a transition that ends no episode (neither flag set) although its ``next_obs`` is
+    not the next transition's ``obs``: an episode end without a flag (which would bootstrap a
+    terminal state, or across a reset), or ``next_obs`` shifted from ``obs``."""
+    n = len(data)
+    ended = np.asarray(data.terminated, bool) | np.asarray(data.truncated, bool)
+    broken: list[int] = []
+    for start in range(0, n - 1, _CHUNK):
+        stop = min(start + _CHUNK, n - 1)
+        same = ~ended[start:stop]
+        for key, nxt in data.next_obs.items():
+            a = nxt[start:stop].reshape(stop - start, -1)
+            b = data.obs[key][start + 1 : stop + 1].reshape(stop - start, -1)
+            if np.issubdtype(a.dtype, np.floating) or np.issubdtype(b.dtype, np.floating):
+                equal = np.isclose(a, b, rtol=1e-6, atol=1e-6).all(axis=1)
+            else:
+                equal = (a == b).all(axis=1)
+            same &= ~equal
+        broken += (start + np.flatnonzero(same)).tolist()
+        if len(broken) >= 5:
+            break
+    if broken:
+        raise fail(
+            f"transitions {broken[:5]} end no episode (neither terminated nor truncated), but "
+            "their next_obs is not the next transition's obs: an episode ends there without a "
+            "flag (its last state would bootstrap across the reset), or next_obs is shifted",
+            "set terminated (a real end) or truncated (a cut) on the last transition of every "
+            "episode, and store each transition's own next observation",
+        )
+
+
+def _check_storable(arr: np.ndarray, dtype: np.dtype, label: str, n: int, fail: Any) -> None:
+    """Refuse float values that overflow to inf when stored as the env's (narrower) float
+    dtype, as the replay buffer stores them."""
+    target = np.dtype(dtype)
+    if not (np.issubdtype(arr.dtype, np.floating) and np.issubdtype(target, np.floating)):
+        return
+    if arr.dtype.itemsize <= target.itemsize or not arr.size:
+        return
+    limit = np.finfo(target).max
+    too_big = np.abs(arr.reshape(n, -1)).max(axis=1) > limit
+    if too_big.any():
+        raise fail(
+            f"{label} holds values beyond {target}'s range (they would be stored as inf) at "
+            f"transitions {np.flatnonzero(too_big)[:5].tolist()}",
+            "drop or rescale those transitions",
+        )
+
+
+def check_float_actions(action: np.ndarray, source: str) -> None:
+    """Refuse integer actions for a ``Box`` env before they are rescaled (the rescaling would
+    turn them into floats and hide their type).
+
+    :raises DatasetError: naming the dtype and the fix.
+    """
+    if not np.issubdtype(np.asarray(action).dtype, np.floating):
+        raise DatasetError(
+            f"{source}: the env's actions are continuous, but the dataset's have dtype "
+            f"{np.asarray(action).dtype}. Fix: store the float actions the env took, in its "
+            "units (integer actions belong to a Discrete env: record num_actions)"
         )
 
 
@@ -217,10 +291,12 @@ def _validate_actions(
             )
         return
     if action.shape != (n, *space.shape):
-        raise fail(
-            f"actions have shape {action.shape}, expected {(n, *space.shape)}",
-            "record the dataset in the same env",
+        fix = (
+            f"reshape the actions to {(n, *space.shape)}"
+            if action.size == n * int(np.prod(space.shape))
+            else "record the dataset in the same env"
         )
+        raise fail(f"actions have shape {action.shape}, expected {(n, *space.shape)}", fix)
     if not np.issubdtype(action.dtype, np.floating):
         raise fail(f"continuous actions have dtype {action.dtype}", "store float actions")
     if not np.isfinite(action).all():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,10 @@ from super_sac.datasets.core import (
     DatasetError,
     Episode,
     Transitions,
+    _denormalize_actions,
     _normalize_actions,
     _obs_dict,
+    check_float_actions,
     episodes_to_transitions,
     validate_transitions,
 )
@@ -93,6 +96,13 @@ def load_npz(path: str | os.PathLike) -> tuple[Transitions, spaces.Space | None]
         action_space: spaces.Space | None = None
         if "action_low" in keys and "action_high" in keys:
             low, high = np.asarray(data["action_low"]), np.asarray(data["action_high"])
+            if not (np.isfinite(low).all() and np.isfinite(high).all() and (low < high).all()):
+                raise DatasetError(
+                    f"{path}: action_low {low.tolist()} and action_high {high.tolist()} are not "
+                    "finite bounds with low < high. Fix: store the env's action_space.low and "
+                    ".high"
+                )
+            check_float_actions(action, str(path))
             action_space = spaces.Box(low, high, dtype=low.dtype)
             action = _normalize_actions(action, low, high)
         elif "num_actions" in keys:
@@ -105,12 +115,19 @@ def load_npz(path: str | os.PathLike) -> tuple[Transitions, spaces.Space | None]
         transitions = Transitions(
             obs={k[4:]: np.asarray(data[k]) for k in data.files if k.startswith("obs/")},
             action=action,
-            reward=np.asarray(data["reward"], dtype=np.float32),
+            reward=_column(data["reward"]).astype(np.float32),
             next_obs={k[9:]: np.asarray(data[k]) for k in data.files if k.startswith("next_obs/")},
-            terminated=np.asarray(data["terminated"]),
-            truncated=np.asarray(data["truncated"]),
+            terminated=_column(data["terminated"]),
+            truncated=_column(data["truncated"]),
         )
         return transitions, action_space
+
+
+def _column(values: Any) -> np.ndarray:
+    """A per-transition array as ``(N,)``: an ``(N, 1)`` column (as some tools write rewards
+    and flags) is flattened; other shapes are left for the validation to report."""
+    arr = np.asarray(values)
+    return arr[:, 0] if arr.ndim == 2 and arr.shape[1] == 1 else arr
 
 
 # ------------------------------------------------------------------------------ minari
@@ -242,8 +259,8 @@ def load_transitions(
     if source_str.endswith(".npz") or Path(source_str).is_file():
         if not Path(source_str).is_file():
             raise DatasetError(
-                f"no dataset file {source_str}. Fix: record one with "
-                "experiments/offline/record_replay.py --format npz"
+                f"no dataset file {source_str}. Fix: check the path, or record one with "
+                "experiments/offline/record_replay.py --npz PATH"
             )
         data, action_space = load_npz(source_str)
         if action_space is not None:
@@ -251,10 +268,37 @@ def load_transitions(
         meta: dict[str, Any] = {}
     else:
         episodes, action_space, meta = load_minari(source_str, datasets_path)
+        if not episodes:
+            raise DatasetError(
+                f"{source_str}: the Minari dataset holds no episodes. Fix: record episodes into "
+                "it, or pass another dataset id"
+            )
         _check_space_match(source_str, action_space, env)
         data = episodes_to_transitions(episodes, action_space)
     validate_transitions(data, env, source_str)
+    _warn_if_prenormalised(data, env, source_str)
     return data, meta
+
+
+def _warn_if_prenormalised(data: Transitions, env: gym.Env, source: str) -> None:
+    """Warn when a Box dataset's actions, read in env units, never leave ``[-1, 1]`` on the
+    dimensions whose bounds are wider yet reach 0.9 there: the signature of actions that were
+    already normalised (they would be halved again on a ``[-2, 2]`` env, silently)."""
+    raw = raw_action_space(env)
+    if not isinstance(raw, spaces.Box) or len(data) < 100:
+        return
+    wide = ((raw.low < -1.5) | (raw.high > 1.5)).reshape(-1)
+    if not wide.any():
+        return
+    env_units = _denormalize_actions(data.action, raw.low, raw.high).reshape(len(data), -1)
+    reach = np.abs(env_units[:, wide]).max(axis=0)
+    if (reach <= 1.0 + 1e-6).all() and (reach >= 0.9).any():
+        warnings.warn(
+            f"{source}: the actions never leave [-1, 1] in env units, though the env's bounds "
+            f"are {raw.low.tolist()}..{raw.high.tolist()}: if they were normalised to [-1, 1] "
+            "already, store them in the env's units (the loader normalises them itself)",
+            stacklevel=3,
+        )
 
 
 def _check_space_match(source: str, action_space: spaces.Space, env: gym.Env) -> None:
@@ -272,5 +316,7 @@ def _check_space_match(source: str, action_space: spaces.Space, env: gym.Env) ->
             )
     elif type(raw) is not type(action_space):
         raise DatasetError(
-            f"{source}: the dataset's action space {action_space} does not match the env's {raw}"
+            f"{source}: the dataset's action space {action_space} does not match the env's "
+            f"{raw}. Fix: train in the env the dataset was recorded in (a Discrete dataset needs "
+            "a discrete env and agent, e.g. sac_discrete.gin's settings)"
         )
