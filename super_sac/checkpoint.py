@@ -295,16 +295,18 @@ def checkpoint_episodes(
         )
     episodes = replay_episodes(folder / _BUFFER_FILE, action_space, flat_key, observation_space)
     counters = torch.load(folder / _STATE_FILE, map_location="cpu", weights_only=True)["counters"]
+    with np.load(folder / _BUFFER_FILE, allow_pickle=False) as data:
+        envs = len(np.unique(data["env_index"])) if "env_index" in data else 1
     transitions = sum(len(ep.rewards) for ep in episodes)
-    finished = int(counters["episodes"])
-    if transitions != int(counters["env_steps"]) or not (
-        len(episodes) - 1 <= finished <= len(episodes)
-    ):
+    finished, env_steps = int(counters["episodes"]), int(counters["env_steps"])
+    # every env step is a transition (the loop's vector envs reset with DISABLED or SAME_STEP
+    # autoreset, no step is spent on a reset alone); each env may end on an unfinished episode
+    if transitions != env_steps or not len(episodes) - envs <= finished <= len(episodes):
         raise DatasetError(
             f"{folder}: the replay buffer gives {transitions} transitions in {len(episodes)} "
-            f"episodes, but the run took {counters['env_steps']} env steps and finished "
-            f"{finished} episodes. Fix: read the replay of a run with one training env and "
-            "super_sac.n_step = 1"
+            f"episodes of {envs} env(s), but the run took {env_steps} env steps and finished "
+            f"{finished} episodes. Fix: read the replay of a run trained with "
+            "super_sac.n_step = 1 (one-step transitions)"
         )
     return episodes
 

@@ -142,6 +142,7 @@ class Collector:
             )
         self.agent, self.buffer = agent, buffer
         self.num_envs = self.env.num_envs
+        self._env_ids = np.arange(self.num_envs, dtype=np.int16)
         self.rng, self.noise, self.seed, self.seeding = rng, noise, int(seed), seeding
         self.random_warmup_steps = int(random_warmup_steps)
         self.use_exploration_process = use_exploration_process
@@ -324,6 +325,8 @@ class Collector:
         out = self.nstep.push(obs, action, reward, next_obs, terminated, ended)
         if out is None:
             return
+        if self.nstep.n_step == 1:  # a row per env: record which (the replay's episodes)
+            out["env_index"] = self._env_ids
         if not valid.all():  # NEXT_STEP reset steps (one-step transitions: a row per env)
             out = {k: _rows(v, valid) for k, v in out.items()}
             if not valid.any():

@@ -321,6 +321,28 @@ def test_replay_episodes_refuses_what_is_not_one_run_in_order(tmp_path):
         replay_episodes(_pendulum_buffer(tmp_path, 12, 5, size=10), _box())
 
 
+def test_replay_episodes_groups_interleaved_envs_and_refuses_unknown_rows(tmp_path):
+    # two envs pushed together: env 0's episode runs 0 -> 1 -> 2, env 1's 10 -> 11 (cut)
+    buffer = ReplayBuffer(20, seed=0, verbose=False)
+
+    def push(o, n, env_index=None, done=0.0):
+        buffer.push({"obs": np.array(o, np.float32).reshape(-1, 1).repeat(3, 1)},
+                    np.zeros((len(o), 1)), np.array(o, float), {"obs": np.array(n, np.float32)
+                    .reshape(-1, 1).repeat(3, 1)}, np.full(len(o), done), np.full(len(o), 0.99),
+                    env_index=env_index)  # fmt: skip
+
+    push([0, 10], [1, 11], np.array([0, 1]))
+    push([1, 11], [2, 12], np.array([0, 1]))
+    push([2], [3], np.array([0]), done=1.0)  # env 0 terminates; env 1 is resetting
+    path = buffer.save(tmp_path / "two.npz")
+    episodes = replay_episodes(path, _box())
+    assert [ep.rewards.tolist() for ep in episodes] == [[0.0, 1.0, 2.0], [10.0, 11.0]]
+    assert episodes[0].terminations[-1] and episodes[1].truncations[-1]
+    push([3], [4])  # a row without its env
+    with pytest.raises(ds.DatasetError, match="some transitions record the env"):
+        replay_episodes(buffer.save(tmp_path / "mixed.npz"), _box())
+
+
 def test_compare_checksums_names_missing_and_differing_files(script, tmp_path):
     """The one check behind --verify and --medium_only_from: a missing file, a file whose
     SHA-256 differs (hashed here or taken from checksums already computed), and the matches."""

@@ -379,3 +379,44 @@ def test_minatar_replay_of_a_training_run_is_written_as_its_episodes(tmp_path):
     with pytest.raises(ds.DatasetError, match="took 301 env steps.*n_step = 1"):
         cli.record_minatar_dataset([*argv_40, "--replay", str(edited), "--npz", str(refused)])
     assert not refused.exists()
+
+
+def test_replay_of_a_run_with_parallel_envs_is_read_env_by_env(tmp_path):
+    """The collector records each transition's env, so the interleaved rows of two envs come
+    back as whole episodes (each continuous), all of them, in the order they started."""
+    import numpy as np
+    import torch
+
+    from super_sac import datasets as ds
+
+    minatar = ROOT / "experiments" / "minatar"
+    bindings = ["Agent.hidden_size = 16", "MinAtarEncoder.emb_dim = 8", "ReplayBuffer.size = 1000",
+                "super_sac.batch_size = 8", "super_sac.random_warmup_steps = 50",
+                "super_sac.eval_interval = 300", "super_sac.eval_episodes = 1",
+                "super_sac.checkpoint_interval = 150", "super_sac.verbosity = 0",
+                "super_sac.n_step = 1"]  # fmt: skip
+    run = tmp_path / "run"
+    argv = ["--game", "breakout", "--config", "basic_online.gin", "--steps", "300", "--seed", "0",
+            "--max_episode_steps", "40", "--parallel_envs", "2", "--logging", "none",
+            "--run_dir", str(run)]  # fmt: skip
+    cli.train_minatar(argv + [x for b in bindings for x in ("--gin_bindings", b)],
+                      search_dirs=[minatar])  # fmt: skip
+    ckpt = run / "checkpoints" / "ckpt_300"
+    with np.load(ckpt / "buffer.npz") as buf:
+        assert buf["env_index"][:6].tolist() == [0, 1, 0, 1, 0, 1]  # interleaved pushes
+        actions = buf["action"][:300].reshape(-1)
+    out = tmp_path / "replay.npz"
+    summary = cli.record_minatar_dataset(
+        ["--game", "breakout", "--max_episode_steps", "40", "--replay", str(ckpt), "--npz",
+         str(out)]  # fmt: skip
+    )
+    data, _ = ds.load_npz(out)  # load_npz's own checks: every flagless step continues
+    finished = torch.load(ckpt / "state.pt", weights_only=True)["counters"]["episodes"]
+    assert summary["transitions"] == 300 and finished >= 6
+    assert summary["episodes"] - 2 <= finished <= summary["episodes"]  # one open episode per env
+    ends = data.terminated | data.truncated
+    inner = ~ends[:-1]
+    np.testing.assert_array_equal(data.next_obs["obs"][:-1][inner], data.obs["obs"][1:][inner])
+    # the same transitions, regrouped: env 0's first episode first, then env 1's
+    assert sorted(data.action.tolist()) == sorted(actions.tolist())
+    np.testing.assert_array_equal(data.action[:2], actions[[0, 2]])

@@ -9,8 +9,8 @@ saved agent, as the ``.npz`` that ``train_dmc_from_pixels.py --dataset`` reads (
     python experiments/dmc/record_replay.py --domain cartpole --task swingup \
         --policy saves/drqv2_cartpole_swingup_0 --config drqv2.gin --noise_std 0.2 \
         --npz offline_data/cartpole_expert_pixels.npz
-    # the whole replay of a training run (one env, super_sac.n_step = 1; drqv2.gin collects 2
-    # transitions per step, so ckpt_N counts env steps): a dataset like D4RL's medium-replay
+    # the whole replay of a training run (super_sac.n_step = 1, any --parallel_envs; drqv2.gin
+    # collects 2 transitions per step, so ckpt_N counts env steps): like D4RL's medium-replay
     python experiments/dmc/record_replay.py --domain cartpole --task swingup \
         --replay saves/drqv2_cartpole_swingup_0/checkpoints/ckpt_100000 \
         --npz offline_data/cartpole_replay_pixels.npz

@@ -9,8 +9,8 @@ policy sampled), as the ``.npz`` that ``train_minatar.py --dataset`` reads (and,
     # the random policy
     python experiments/minatar/record_replay.py --game breakout --transitions 50000 \
         --npz offline_data/npz/breakout-random.npz
-    # the whole replay of a training run (one env, super_sac.n_step = 1) up to a checkpoint:
-    # a mixed-quality dataset like D4RL's medium-replay
+    # the whole replay of a training run (super_sac.n_step = 1, any --parallel_envs) up to a
+    # checkpoint: a mixed-quality dataset like D4RL's medium-replay
     python experiments/minatar/record_replay.py --game breakout \
         --replay saves/basic_online_breakout_0/checkpoints/ckpt_50000 \
         --npz offline_data/npz/breakout-replay.npz

@@ -9,7 +9,7 @@ uniform random policy, in Minari's format (local, never downloaded) or as a plai
     python experiments/offline/record_replay.py --env HalfCheetah-v5 \
         --policy saves/sac_HalfCheetah-v5_0 --config sac.gin --noise_std 0.1 \
         --dataset_id super_sac/halfcheetah-expert-v0 --npz offline_data/npz/expert.npz
-    # the whole replay of a training run (one env, n_step 1) up to one of its checkpoints
+    # the whole replay of a training run (n_step 1, any --parallel_envs) up to a checkpoint
     python experiments/offline/record_replay.py --env HalfCheetah-v5 \
         --replay saves/sac_HalfCheetah-v5_0/checkpoints/ckpt_100000 \
         --npz offline_data/npz/replay.npz

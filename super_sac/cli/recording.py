@@ -106,8 +106,9 @@ def add_record_args(p: argparse.ArgumentParser, default_config: str) -> None:
         default=None,
         metavar="CHECKPOINT",
         help="write the whole replay of a training run up to this checkpoint folder "
-        "(<run>/checkpoints/ckpt_N: one env, n_step 1) instead of recording a policy: a "
-        "mixed-quality dataset like D4RL's medium-replay; the env options must be the run's",
+        "(<run>/checkpoints/ckpt_N: n_step 1, any number of envs) instead of recording a "
+        "policy: a mixed-quality dataset like D4RL's medium-replay; the env options must be "
+        "the run's",
     )
     p.add_argument("--config", default=default_config, help="gin file the agent was trained with")
     p.add_argument("--transitions", type=int, default=None, help=f"default {DEFAULT_TRANSITIONS}")

@@ -135,6 +135,7 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
         self._reward = np.empty(0, dtype=np.float32)
         self._done = np.empty(0, dtype=np.float32)
         self._discount = np.empty(0, dtype=np.float32)
+        self._env_index = np.empty(0, dtype=np.int16)
         self._ptr = 0
         self._len = 0
         self._protected = 0
@@ -301,6 +302,7 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
         self._reward = np.zeros(self._size, dtype=np.float32)
         self._done = np.zeros(self._size, dtype=np.float32)
         self._discount = np.zeros(self._size, dtype=np.float32)
+        self._env_index = np.full(self._size, -1, dtype=np.int16)
         if self._verbose:
             print(self._memory_message())
 
@@ -342,6 +344,7 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
         next_obs: dict[str, np.ndarray],
         done: np.ndarray,
         discount: np.ndarray,
+        env_index: np.ndarray | None = None,
     ) -> np.ndarray:
         """Store a batch of ``B`` transitions (leading dim ``B`` everywhere).
 
@@ -356,6 +359,9 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
         :param next_obs: observations to bootstrap from.
         :param done: 1 where the episode terminated (no bootstrap).
         :param discount: bootstrap discount ``gamma ** k``.
+        :param env_index: ``(B,)`` index of the env each transition came from (the loop's
+            collector records it for one-step transitions, so the replay of a run with parallel
+            envs can be read back as episodes); ``None``: unknown (-1).
         :return: the slots written (for indices kept beside the buffer, such as
             :class:`~super_sac.replay.AdvantageIndex`).
         """
@@ -396,6 +402,7 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
         self._action[slots] = action[keep]
         for store, column in zip((self._reward, self._done, self._discount), columns):
             store[slots] = column[keep]
+        self._env_index[slots] = -1 if env_index is None else np.asarray(env_index)[keep]
         if self._prioritized:
             self._set_tree_values(slots, np.full(slots.shape, self._max_priority**self._alpha))
         self._ptr = self._protected + (self._ptr - self._protected + batch) % ring

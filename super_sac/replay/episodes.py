@@ -13,7 +13,9 @@ read from the observations: transition ``i`` ends its episode when it terminated
 ``next_obs`` is not the next transition's ``obs`` (the env was reset in between). Where an
 episode ended without a termination it is marked truncated; the run's last, unfinished episode is
 marked truncated too (cut, as :func:`super_sac.datasets.record_episodes` marks its last one).
-This reading needs the transitions of one env in push order (one training env, ``n_step = 1``);
+This reading needs each env's transitions in push order (``n_step = 1``): the loop's collector
+records which env each transition came from, so the interleaved rows of parallel envs are
+grouped by env first (buffers of earlier versions, without that record, are read as one env);
 :func:`super_sac.checkpoint.checkpoint_episodes` reads a checkpoint's buffer this way and checks
 the episodes found against the run's own counters.
 """
@@ -69,16 +71,26 @@ def replay_episodes(
         action = np.asarray(data["action"])
         reward = np.asarray(data["reward"], np.float64)
         terminated = np.asarray(data["done"]) > 0.5
+        env_index = np.asarray(data["env_index"]) if "env_index" in data else None
+    order = _env_order(path, env_index)
+    if order is not None:  # parallel envs: each env's rows together, in push order
+        obs, nxt = ({k: v[order] for k, v in d.items()} for d in (obs, nxt))
+        action, reward, terminated = action[order], reward[order], terminated[order]
+        env_index = env_index[order]
     ends = terminated | _resets(obs, nxt)
     ends[-1] = True
+    if order is not None:
+        ends[:-1] |= env_index[:-1] != env_index[1:]  # each env's last row ends its episode
     if isinstance(action_space, spaces.Box):
         action = _denormalize_actions(action, action_space.low, action_space.high)
         action = action.astype(action_space.dtype)
     bare = flat_key is not None and keys == [flat_key]
     episodes = []
     start = 0
+    firsts = []  # each episode's first row in push order, to sort the episodes by
     for end in np.flatnonzero(ends).tolist():
         rows = slice(start, end + 1)
+        firsts.append(int(order[start]) if order is not None else start)
         observations = {k: np.concatenate([obs[k][rows], nxt[k][end : end + 1]]) for k in keys}
         episodes.append(
             Episode(
@@ -90,7 +102,23 @@ def replay_episodes(
             )
         )
         start = end + 1
-    return episodes
+    return [episodes[i] for i in np.argsort(firsts, kind="stable")]
+
+
+def _env_order(path: str, env_index: np.ndarray | None) -> np.ndarray | None:
+    """The rows grouped by env (stable, so each env's rows keep their push order), or ``None``
+    when the buffer holds one env's rows (or files of earlier versions, which did not record
+    the env)."""
+    if env_index is None or len(np.unique(env_index)) <= 1:
+        return None
+    if (env_index < 0).any():
+        raise DatasetError(
+            f"{path}: some transitions record the env they came from and some do not (the "
+            "buffer mixes pushes of the loop's collector with others, or n-step transitions), "
+            "so its episodes cannot be told apart. Fix: export the replay of a run whose "
+            "buffer only the loop filled, with super_sac.n_step = 1"
+        )
+    return np.argsort(env_index, kind="stable")
 
 
 def _check_env_layout(

@@ -7,7 +7,8 @@ The file is an uncompressed numpy archive without pickles. It holds:
   number of protected leading slots (int64 scalars);
 * ``alpha``, ``max_priority``: the priority exponent and the largest raw priority seen
   (float64 scalars);
-* ``action``, ``reward``, ``done``, ``discount``: the first ``length`` slots;
+* ``action``, ``reward``, ``done``, ``discount``, ``env_index`` (the env each transition came
+  from, -1 if unknown; absent from files of earlier versions): the first ``length`` slots;
 * ``obs_<i>``, ``next_obs_<i>``: the first ``length`` slots of the ``i``-th observation key,
   in layout order, for keys stored whole;
 * for frame-deduplicated keys (:mod:`super_sac.replay.frames`) instead: ``frames_<i>`` (the
@@ -43,7 +44,8 @@ class _PersistenceMixin:
     """``save`` / ``load`` / ``from_file`` for :class:`~super_sac.replay.ReplayBuffer`.
 
     The methods read and write the buffer's storage directly: the layout and its arrays
-    (``_layout``, ``_obs``, ``_next_obs``, ``_action``, ``_reward``, ``_done``, ``_discount``),
+    (``_layout``, ``_obs``, ``_next_obs``, ``_action``, ``_reward``, ``_done``, ``_discount``,
+    ``_env_index``),
     the ring state (``_size``, ``_ptr``, ``_len``, ``_protected``) and the priority state
     (``_prioritized``, ``_alpha``, ``_max_priority``, ``_sum_tree``, ``_min_tree``), and they
     call the buffer's ``_allocate_layout`` and ``_set_tree_values``.
@@ -87,6 +89,7 @@ class _PersistenceMixin:
             "reward": self._reward[:n],
             "done": self._done[:n],
             "discount": self._discount[:n],
+            "env_index": self._env_index[:n],
         }
         for i, key in enumerate(self._layout.obs):
             if key in self._frames:
@@ -148,6 +151,8 @@ class _PersistenceMixin:
                 )
         for name in ("action", "reward", "done", "discount"):
             getattr(self, f"_{name}")[slots] = data[name]
+        # files written before the env index was stored: unknown (-1)
+        self._env_index[slots] = data["env_index"] if "env_index" in data else -1
 
     def _fill_frames(self, data: Any, slots: np.ndarray, saved_size: int) -> None:
         """Fill the frame stores of deduplicated keys: slot for slot from a file of the same
