@@ -28,7 +28,8 @@ class _Layout:
 
     def bytes_per_transition(self, skip: tuple[str, ...] = ()) -> int:
         """Bytes of one transition: obs + next_obs + action + reward, done, discount (without
-        the observation keys in ``skip``)."""
+        the observation keys in ``skip``). The buffer's 2-byte env index per slot is not
+        counted (2 MB per million slots), so the figures stay those of the benchmarks."""
         obs_bytes = sum(_field_bytes(f) for k, f in self.obs.items() if k not in skip)
         return 2 * obs_bytes + _field_bytes(self.action) + 3 * np.dtype(np.float32).itemsize
 
