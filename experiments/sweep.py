@@ -327,3 +327,8 @@ if __name__ == "__main__":
         sys.exit(main())
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         sys.exit(f"error: {err}")
+    except KeyboardInterrupt:
+        sys.exit(
+            "stopped: the running trials were stopped at their last checkpoint; run the same "
+            "command to resume them (finished trials are kept)"
+        )

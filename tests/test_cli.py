@@ -420,3 +420,13 @@ def test_replay_of_a_run_with_parallel_envs_is_read_env_by_env(tmp_path):
     # the same transitions, regrouped: env 0's first episode first, then env 1's
     assert sorted(data.action.tolist()) == sorted(actions.tolist())
     np.testing.assert_array_equal(data.action[:2], actions[[0, 2]])
+
+
+def test_dry_run_checks_the_options_and_writes_nothing(tmp_path, capsys):
+    gym_dir = ROOT / "experiments" / "gym"
+    run_dir = tmp_path / "run"
+    argv = ["--env", "Pendulum-v1", "--config", "td3.gin", "--run_dir", str(run_dir), "--dry_run"]
+    assert cli.train_gym(argv, search_dirs=[gym_dir]) == {"dry_run": True}
+    assert "nothing was trained" in capsys.readouterr().out and not run_dir.exists()
+    with pytest.raises(GinConfigError, match="batchsize"):  # gin errors are found too
+        cli.train_gym([*argv, "--gin_bindings", "super_sac.batchsize = 3"], search_dirs=[gym_dir])

@@ -320,6 +320,7 @@ def test_failed_trials_are_retried_up_to_max_failures(tmp_path):
     assert [r.status for r in results] == ["finished", "failed"]
     assert "injected failure" in (results[1].trial.folder / "sweep.log").read_text()
     assert "seed_1: failed: exit code 1" in out.getvalue()
+    assert results[1].error.startswith("exit code 1 (injected failure), see ")  # the log's cause
     (tmp_path / "a" / "sac" / "Pendulum-v1" / "failed_once_1").unlink()
     results = run_local(grid, tmp_path / "a", script=script, max_failures=1, out=io.StringIO())
     assert [(r.status, r.attempts) for r in results] == [("skipped", 0), ("finished", 2)]
@@ -1766,3 +1767,40 @@ def test_gin_settings_digest_ignores_comments_and_layout_only(tmp_path):
     path = tmp_path / "x.gin"
     path.write_text("x.name = 'unterminated\n")
     assert gin_settings_sha256(path) == sha256_file(path)
+
+
+def test_a_new_sweep_dry_runs_each_config_and_env_before_writing_its_manifest(tmp_path):
+    """A typo in a config, an env or a script option stops the sweep before any trial runs,
+    with the training script's own message, and leaves no manifest behind to lock the grid."""
+    import io
+
+    from super_sac.sweep.grid import Grid
+    from super_sac.sweep.local import run_local
+
+    script = Path(__file__).resolve().parents[1] / "experiments" / "gym" / "train_gym.py"
+    cases = [
+        (Grid.make(["sacc.gin"], ["Pendulum-v1"], "0"), r"sacc.gin on Pendulum-v1 would fail.*"
+         r"gin config sacc.gin not found"),
+        (Grid.make(["sac.gin"], ["Pendulm-v1"], "0"), r"unknown gymnasium env id 'Pendulm-v1'"),
+        (Grid.make(["sac.gin"], ["Pendulum-v1"], "0", script_args=["--action_repeat", "8"]),
+         r"unrecognized arguments: --action_repeat 8"),
+    ]  # fmt: skip
+    for i, (grid, message) in enumerate(cases):
+        sweep = tmp_path / f"s{i}"
+        with pytest.raises(ValueError, match=f"(?s){message}.*no manifest was written"):
+            run_local(grid, sweep, script=script, out=io.StringIO())
+        assert not (sweep / "manifest.json").exists()
+
+
+def test_reports_refuse_a_misspelt_metric_and_an_empty_sweep_without_leaving_a_folder(tmp_path):
+    from super_sac.sweep.grid import Grid, write_manifest
+    from super_sac.sweep.report import write_report
+
+    ours = _fake_sweep(tmp_path, "ours", ["sac.gin"], "0")
+    with pytest.raises(ValueError, match=r"metric 'eval_retrun'.*no column 'eval_retrun'.*Fix"):
+        write_report(ours, "eval_retrun", out=tmp_path / "typo")
+    empty = tmp_path / "empty"
+    write_manifest(empty, Grid.make(["sac.gin"], ["Pendulum-v1"], "0", 30))
+    with pytest.raises(ValueError, match="no finished trial to report yet"):
+        write_report(empty, out=tmp_path / "empty_report")
+    assert not (tmp_path / "typo").exists() and not (tmp_path / "empty_report").exists()

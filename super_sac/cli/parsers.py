@@ -175,6 +175,12 @@ def add_common_args(p: argparse.ArgumentParser, default_config: str) -> None:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--steps", type=int, default=None, help="override super_sac.num_steps_online")
     p.add_argument(
+        "--dry_run",
+        action="store_true",
+        help="check the options, the gin files, the envs and the agent, then exit without "
+        "training or writing anything (the sweep runner checks every config and env so)",
+    )
+    p.add_argument(
         "--parallel_envs",
         type=int,
         default=1,

@@ -364,6 +364,11 @@ def run(
     train_env, test_env = make_envs(args)
     warn_beyond_time_limit(test_env, args.max_episode_steps)
     agent = build_agent(test_env, device)
+    if getattr(args, "dry_run", False):
+        for env in (train_env, test_env):
+            env.close()
+        print("dry run: the options, gin files, envs and agent are valid; nothing was trained")
+        return {"dry_run": True}
     buffer = super_sac.ReplayBuffer(seed=args.seed, **frame_stack_default(test_env))
     if prepare_buffer is not None and not args.resume:
         prepare_buffer(buffer, test_env, agent)

@@ -19,7 +19,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from super_sac.reporting import EVAL_CSV
-from super_sac.sweep.grid import FINISHED, INTERRUPTED, Grid, Trial, write_manifest
+from super_sac.sweep.grid import (
+    FINISHED,
+    INTERRUPTED,
+    MANIFEST,
+    Grid,
+    Trial,
+    write_manifest,
+)
 
 DEFAULT_SCRIPT = "experiments/gym/train_gym.py"
 TRIAL_LOG = "sweep.log"  # each attempt's output, appended, inside the trial folder
@@ -82,6 +89,56 @@ def trial_argv(grid: Grid, trial: Trial, threads: int | None = None) -> list[str
     if threads:
         argv += ["--threads", str(threads)]
     return argv
+
+
+def preflight(
+    grid: Grid, sweep_dir: str | os.PathLike, script: str | os.PathLike, python: str
+) -> None:
+    """Before a new sweep writes its manifest, for a script with ``--dry_run`` (the library's
+    training scripts): dry-run each config on each env once, so a missing config file, an
+    unknown option, a misspelt env or a gin error stops the sweep here, with the script's own
+    message, instead of failing every trial and fixing the grid in the manifest.
+
+    :raises ValueError: naming the (config, env) pair and the script's error.
+    """
+    if not _has_dry_run(script, python):
+        return  # another script: its trials report their own errors
+    probe = Path(sweep_dir) / ".preflight"  # never created: a dry run writes nothing
+    for config in grid.configs:
+        for env in grid.envs:
+            trial = Trial(config, env, grid.seeds[0], probe)
+            argv = [python, str(script), *trial_argv(grid, trial), "--dry_run"]
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+            if proc.returncode != 0:
+                lines = (proc.stderr or proc.stdout).strip().splitlines()
+                raise ValueError(
+                    f"the trials of {config} on {env} would fail; a dry run of the script "
+                    f"says:\n  " + "\n  ".join(lines[-3:]) + "\nNothing was started and no "
+                    "manifest was written. Fix: correct the sweep's options and run it again"
+                )
+
+
+def _last_line(log: Path, limit: int = 200) -> str:
+    """The last non-empty line of a trial's log (its error, for a failed trial), shortened."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            lines = [ln.strip() for ln in f.read().decode(errors="replace").splitlines()]
+    except OSError:
+        return "no log"
+    last = next((ln for ln in reversed(lines) if ln), "empty log")
+    return last if len(last) <= limit else last[: limit - 3] + "..."
+
+
+def _has_dry_run(script: str | os.PathLike, python: str) -> bool:
+    """Whether the script's ``--help`` lists ``--dry_run``."""
+    try:
+        proc = subprocess.run(
+            [python, str(script), "--help"], capture_output=True, text=True, timeout=120
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0 and "--dry_run" in proc.stdout
 
 
 def _prepare_fresh(trial: Trial) -> None:
@@ -265,7 +322,8 @@ def run_trial(
         if proc.returncode == 0 and trial.state() == FINISHED:
             result.status, result.error = "finished", None
             break
-        result.error = f"exit code {proc.returncode}, see {trial.folder / TRIAL_LOG}"
+        cause = _last_line(trial.folder / TRIAL_LOG)
+        result.error = f"exit code {proc.returncode} ({cause}), see {trial.folder / TRIAL_LOG}"
     result.seconds = time.monotonic() - start
     return result
 
@@ -412,6 +470,8 @@ def _run_local(
     max_trials: int | None,
     done_elsewhere: set[tuple[str, str, int]],
 ) -> list[TrialResult]:
+    if not (Path(sweep_dir) / MANIFEST).is_file():
+        preflight(grid, sweep_dir, script, python)
     write_manifest(sweep_dir, grid, script)
     trials = grid.trials(sweep_dir)
     results: list[TrialResult | None] = [None] * len(trials)

@@ -19,8 +19,15 @@ import sys
 import threading
 from pathlib import Path
 
-from super_sac.sweep.grid import FINISHED, Grid, Trial, write_manifest
-from super_sac.sweep.local import TRIAL_LOG, Progress, TrialResult, run_trial, sweep_lock
+from super_sac.sweep.grid import FINISHED, MANIFEST, Grid, Trial, write_manifest
+from super_sac.sweep.local import (
+    TRIAL_LOG,
+    Progress,
+    TrialResult,
+    preflight,
+    run_trial,
+    sweep_lock,
+)
 
 TUNE_FOLDER = ".ray"  # the Tune experiment's state, inside the sweep folder
 EXPERIMENT = "tune"
@@ -86,6 +93,8 @@ def run_ray(
         ) from err
     sweep_dir = Path(sweep_dir).resolve()
     with sweep_lock(sweep_dir):
+        if not (sweep_dir / MANIFEST).is_file():
+            preflight(grid, sweep_dir, script, sys.executable)
         write_manifest(sweep_dir, grid, script)
         trials = grid.trials(sweep_dir)
         todo = [t.key for t in trials if t.state() != FINISHED]

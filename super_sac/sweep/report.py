@@ -445,6 +445,13 @@ def collect(
     online = False  # whether any trial has an online evaluation
     for run in gathered["runs"]:
         rows = run.rows
+        if rows and column not in rows[0]:
+            numeric = [k for k in rows[0] if k.endswith(("_mean", "_std", "_min", "_max"))]
+            raise ValueError(
+                f"metric {metric!r}: the evaluations have no column {column!r}. Fix: give "
+                f"--metric one of {sorted(METRICS)} or a column of evaluations.csv, e.g. "
+                f"{', '.join(numeric[:6])}"
+            )
         online = online or _has_online(rows)
         curves[(run.config, run.env)].append(_curve(rows, column))
         seeds[(run.config, run.env)].append(run.seed)
@@ -1130,8 +1137,8 @@ def write_report(
             "copying the evaluations needs an output folder outside the sweep (--out): the "
             "trials' own evaluations.csv files are already there"
         )
-    out.mkdir(parents=True, exist_ok=True)
-    recover_evaluations(out)
+    if out.is_dir():
+        recover_evaluations(out)
     report = build_report(
         dirs,
         metric,
@@ -1141,6 +1148,12 @@ def write_report(
         archives=archives,
         paired=paired,
     )
+    if not any(row["final"]["n"] for row in report["rows"]):
+        raise ValueError(
+            "no finished trial to report yet. Fix: run the sweep until some trials finish (a "
+            "failed trial's reason is in its <config>/<env>/seed_<k>/sweep.log)"
+        )
+    out.mkdir(parents=True, exist_ok=True)  # after the checks: a refused report leaves nothing
     files = {"markdown": out / "report.md", "json": out / "report.json"}
     if evaluations:
         copy_evaluations(dirs, out, archives, replace=replace_evaluations)
