@@ -1804,3 +1804,9 @@ def test_reports_refuse_a_misspelt_metric_and_an_empty_sweep_without_leaving_a_f
     with pytest.raises(ValueError, match="no finished trial to report yet"):
         write_report(empty, out=tmp_path / "empty_report")
     assert not (tmp_path / "typo").exists() and not (tmp_path / "empty_report").exists()
+    # --last beyond the runs' evaluations is said, not hidden
+    from super_sac.sweep.report import build_report
+
+    assert build_report(ours, last=3)["warnings"] == []  # FAKE_SCRIPT writes 3 evaluations
+    (warning,) = build_report(ours, last=100)["warnings"]
+    assert warning.startswith("some runs have only 3 evaluations, fewer than --last 100")

@@ -673,6 +673,12 @@ def build_report(
                 row["reached"] = sum(step is not None for step in first.values())
             rows.append(row)
     warnings = list(data["warnings"])
+    shortest = min((len(v) for runs in data["curves"].values() for _, v in runs), default=last)
+    if shortest < last:
+        warnings.append(
+            f"some runs have only {shortest} evaluations, fewer than --last {last}: their "
+            "last-k mean averages all of them"
+        )
     if len({b for b in data["budgets"].values() if b is not None}) > 1:
         warnings.append(
             "the sweeps ran different step budgets ("
