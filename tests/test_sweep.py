@@ -469,7 +469,7 @@ def test_a_report_of_two_sweeps_puts_their_configs_side_by_side(tmp_path):
     (warning,) = build_report([longer, tmp_path / "shorter"])["warnings"]
     assert "different step budgets" in warning and ": 60" in warning and ": 30" in warning
     # the same config name in two sweeps would merge two different things: refused
-    with pytest.raises(ValueError, match="'sac' is in both"):
+    with pytest.raises(ValueError, match="'sac' on Pendulum-v1 is in both"):
         build_report([ours, _fake_sweep(tmp_path, "again", ["other/sac.gin"])])
     cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
     cmd += ["report", str(ours), str(peer), "--out", str(tmp_path / "cli"), "--no_plot"]
@@ -1048,7 +1048,7 @@ def test_more_seeds_of_one_config_can_come_from_a_second_sweep(tmp_path):
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "sac.gin").write_text("super_sac.batch_size = 512\n")
     other = _fake_sweep(tmp_path, "other_sweep", [str(tmp_path / "other" / "sac.gin")], "3")
-    with pytest.raises(ValueError, match="'sac' is in both .*other settings .*settings_sha256"):
+    with pytest.raises(ValueError, match="'sac' on Pendulum-v1 is in both .*other .*settings_sha"):
         build_report([first, other])
     # one whose file differs in comments only is the same experiment: its seeds pool
     (tmp_path / "commented").mkdir()
@@ -1072,7 +1072,7 @@ def test_more_seeds_of_one_config_can_come_from_a_second_sweep(tmp_path):
     from super_sac.sweep.report import write_report
 
     write_report([first, second], out=tmp_path / "table", plot=False, evaluations=True)
-    with pytest.raises(ValueError, match="'sac' is in both .*bound.* and .*table"):
+    with pytest.raises(ValueError, match="'sac' on Pendulum-v1 is in both .*bound.* and .*table"):
         build_report(bound, archives=[tmp_path / "table"])
     (row,) = build_report(second, archives=[tmp_path / "table"])["rows"]
     assert row["final"]["n"] == 3
@@ -1810,3 +1810,19 @@ def test_reports_refuse_a_misspelt_metric_and_an_empty_sweep_without_leaving_a_f
     assert build_report(ours, last=3)["warnings"] == []  # FAKE_SCRIPT writes 3 evaluations
     (warning,) = build_report(ours, last=100)["warnings"]
     assert warning.startswith("some runs have only 3 evaluations, fewer than --last 100")
+
+
+def test_one_config_may_run_other_budgets_on_other_envs_in_one_report(tmp_path):
+    """Settings are held per (config, env): a table of several envs may give each its own step
+    budget; a run found twice is reported after the settings, which explain it first."""
+    from super_sac.sweep.grid import Grid, write_manifest
+    from super_sac.sweep.report import build_report
+
+    write_manifest(tmp_path / "pendulum", Grid.make(["sac.gin"], ["Pendulum-v1"], "0", 600))
+    write_manifest(tmp_path / "car", Grid.make(["sac.gin"], ["MountainCarContinuous-v0"], "0",
+                                               400))  # fmt: skip
+    report = build_report([tmp_path / "pendulum", tmp_path / "car"])
+    assert report["warnings"] == []  # no env ran two budgets
+    write_manifest(tmp_path / "long", Grid.make(["sac.gin"], ["Pendulum-v1"], "0", 8000))
+    with pytest.raises(ValueError, match="'sac' on Pendulum-v1 is in both .*steps"):
+        build_report([tmp_path / "pendulum", tmp_path / "long"])

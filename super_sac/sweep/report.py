@@ -298,7 +298,9 @@ def _same_experiment(
     return not unknown_file and not identity_differences(a[0], b[0])
 
 
-def _check_identities(stem: str, seen: list[tuple[dict[str, Any], str, str]]) -> None:
+def _check_identities(
+    stem: str, seen: list[tuple[dict[str, Any], str, str]], env: str | None = None
+) -> None:
     """Hold ``stem``'s runs to one experiment: its recorded settings must be linked by
     :func:`_same_experiment`, directly or through each other (an older record with the config's
     bytes only and a newer one whose comments changed are linked by a third with both), in any
@@ -325,7 +327,8 @@ def _check_identities(stem: str, seen: list[tuple[dict[str, Any], str, str]]) ->
             "script arguments; otherwise " + fix
         )
     raise ValueError(
-        f"config {stem!r} is in both {known_where} and {where} with other settings ("
+        f"config {stem!r}{'' if env is None else f' on {env}'} is in both {known_where} and "
+        f"{where} with other settings ("
         + ("; ".join(diffs) or "no recorded SHA-256 of the config file")
         + "): a report can pool the seeds of one experiment only (same script, config "
         f"and include settings, gin bindings, script arguments and step budget); {fix}"
@@ -342,18 +345,24 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
     """
     configs: list[str] = []
     envs: list[str] = []
-    # config -> the distinct settings its runs carry: (settings, where from, the sweep it ran in)
-    identities: dict[str, list[tuple[dict[str, Any], str, str]]] = {}
+    # (config, env) -> the distinct settings its runs carry: (settings, where from, the sweep
+    # it ran in); one config may run with other settings (a step budget) on another env
+    identities: dict[tuple[str, str], list[tuple[dict[str, Any], str, str]]] = {}
     budgets: dict[str, int | None] = {}
+    sweep_envs: dict[str, list[str]] = {}
+    conflicts: list[str] = []  # runs found twice with different evaluations
     missing: list[str] = []
     warnings: list[str] = []
     runs: dict[tuple[str, str, int], _Run] = {}
 
-    def note_identity(stem: str, identity: dict[str, Any] | None, where: str, origin: str) -> None:
-        """Keep ``stem``'s settings as recorded ``where`` (checked in :func:`_check_identities`)."""
+    def note_identity(
+        stem: str, env: str, identity: dict[str, Any] | None, where: str, origin: str
+    ) -> None:
+        """Keep ``stem``'s settings on ``env`` as recorded ``where`` (checked in
+        :func:`_check_identities`)."""
         if identity is None:
             return
-        seen = identities.setdefault(stem, [])
+        seen = identities.setdefault((stem, env), [])
         if not any(known == identity and o == origin for known, _, o in seen):
             seen.append((identity, where, origin))
 
@@ -362,10 +371,12 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
         if key in runs:
             if runs[key].source.read_bytes() == run.source.read_bytes():
                 return  # the same evaluations twice (e.g. a run already copied to the archive)
-            raise ValueError(
+            # reported after the settings are compared: other settings are the likelier cause
+            conflicts.append(
                 f"{run.config} on {run.env} with seed {run.seed} has different evaluations in "
                 f"{runs[key].source} and {run.source}: remove the wrong one of the two files"
             )
+            return
         runs[key] = run
         if run.config not in configs:
             configs.append(run.config)
@@ -376,11 +387,13 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
         manifest = read_manifest(sweep_dir)
         grid = Grid.from_json(manifest["grid"])
         budgets[str(sweep_dir)] = grid.steps
+        sweep_envs[str(sweep_dir)] = list(grid.envs)
         sweep_identity = {}
         for config in grid.configs:
             stem = Path(config).stem
             sweep_identity[stem] = experiment_identity(manifest, config)
-            note_identity(stem, sweep_identity[stem], str(sweep_dir), str(sweep_dir))
+            for env in grid.envs:
+                note_identity(stem, env, sweep_identity[stem], str(sweep_dir), str(sweep_dir))
             if stem not in configs:
                 configs.append(stem)
         envs += [env for env in grid.envs if env not in envs]
@@ -396,7 +409,7 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
         unknown = set()
         for run in archived_runs(archive):
             where = f"{archive} (from {run.origin})"
-            note_identity(run.config, run.identity, where, run.origin)
+            note_identity(run.config, run.env, run.identity, where, run.origin)
             if run.identity is None:
                 unknown.add(run.config)
             add(run)
@@ -406,14 +419,17 @@ def _gather(sweep_dirs: SweepDirs, archives: Sequence[str | os.PathLike] = ()) -
                 "copied before they were recorded): check that its runs used the same settings "
                 "as the rows they joined"
             )
-    for stem, seen in identities.items():
-        _check_identities(stem, seen)
+    for (stem, env), seen in identities.items():
+        _check_identities(stem, seen, env)
+    if conflicts:
+        raise ValueError(conflicts[0])
     ordered = sorted(runs.values(), key=lambda r: (configs.index(r.config), r.env, r.seed))
     return {
         "configs": configs,
         "envs": envs,
         "runs": ordered,
         "budgets": budgets,
+        "sweep_envs": sweep_envs,
         # trials of a sweep that did not finish and that no archive supplied, each once (two
         # sweeps over the same trial both list it)
         "missing": list(dict.fromkeys(key for *run, key in missing if tuple(run) not in runs)),
@@ -461,11 +477,23 @@ def collect(
         "curves": curves,
         "seeds": seeds,
         "budgets": gathered["budgets"],
+        "sweep_envs": gathered["sweep_envs"],
         "missing": gathered["missing"],
         "warnings": gathered["warnings"],
         "column": column,
         "offline_only": not online,
     }
+
+
+def _budgets_differ_on_an_env(data: dict[str, Any]) -> bool:
+    """Whether two sweeps with different step budgets ran a common env (sweeps of disjoint envs
+    may run different budgets: their rows are never compared)."""
+    per_env: dict[str, set[int]] = defaultdict(set)
+    for sweep, budget in data["budgets"].items():
+        for env in data.get("sweep_envs", {}).get(sweep, ()):
+            if budget is not None:
+                per_env[env].add(budget)
+    return any(len(b) > 1 for b in per_env.values())
 
 
 def parse_references(items: list[str]) -> dict[str, tuple[float, float]]:
@@ -679,7 +707,7 @@ def build_report(
             f"some runs have only {shortest} evaluations, fewer than --last {last}: their "
             "last-k mean averages all of them"
         )
-    if len({b for b in data["budgets"].values() if b is not None}) > 1:
+    if _budgets_differ_on_an_env(data):
         warnings.append(
             "the sweeps ran different step budgets ("
             + ", ".join(f"{d}: {b}" for d, b in data["budgets"].items())
