@@ -430,3 +430,11 @@ def test_dry_run_checks_the_options_and_writes_nothing(tmp_path, capsys):
     assert "nothing was trained" in capsys.readouterr().out and not run_dir.exists()
     with pytest.raises(GinConfigError, match="batchsize"):  # gin errors are found too
         cli.train_gym([*argv, "--gin_bindings", "super_sac.batchsize = 3"], search_dirs=[gym_dir])
+    # an offline run's dataset is read and checked (a missing file is named)
+    from super_sac.datasets import DatasetError
+
+    offline = ["--env", "Pendulum-v1", "--config", "bc.gin", "--run_dir", str(run_dir),
+               "--dataset", str(tmp_path / "missing.npz"), "--dry_run"]  # fmt: skip
+    with pytest.raises(DatasetError, match="no dataset file .*missing.npz"):
+        cli.train_offline(offline, search_dirs=[ROOT / "experiments" / "offline", gym_dir])
+    assert not run_dir.exists()

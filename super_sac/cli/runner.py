@@ -41,7 +41,7 @@ from super_sac.cli.parsers import (
     offline_parser,
 )
 from super_sac.config import GinConfigError, parse_gin
-from super_sac.datasets import DatasetError
+from super_sac.datasets import DatasetError, load_transitions
 from super_sac.validation import ConfigError
 
 PathLike = str | os.PathLike
@@ -365,9 +365,14 @@ def run(
     warn_beyond_time_limit(test_env, args.max_episode_steps)
     agent = build_agent(test_env, device)
     if getattr(args, "dry_run", False):
+        if getattr(args, "dataset", None) and not args.resume:  # read and checked, not stored
+            load_transitions(args.dataset, test_env, args.datasets_path)
         for env in (train_env, test_env):
             env.close()
-        print("dry run: the options, gin files, envs and agent are valid; nothing was trained")
+        print(
+            "dry run: the options, gin files, envs, agent (and dataset) are valid; nothing was "
+            "trained"
+        )
         return {"dry_run": True}
     buffer = super_sac.ReplayBuffer(seed=args.seed, **frame_stack_default(test_env))
     if prepare_buffer is not None and not args.resume:
