@@ -288,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         if failed:
             print(
                 f"{failed} of {len(args.folder)} reports differ from their data or cannot be "
-                "checked: rerun the report command that made each (its README section names it)",
+                "checked: pass report folders written with --evaluations, and rerun the report "
+                "command that made a differing one (its README section names it)",
                 file=sys.stderr,
             )
         return 1 if failed else 0

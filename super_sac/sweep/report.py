@@ -608,9 +608,11 @@ def paired_differences(
     :raises ValueError: when no run has the config ``base``.
     """
     if not any(config == base for config, _ in data["curves"]):
+        finished = list(dict.fromkeys(config for config, _ in data["curves"]))
+        grid = "" if base not in data["configs"] else f" ({base!r} is in the grid, unfinished)"
         raise ValueError(
-            f"paired comparison: no finished run of config {base!r}; the report holds "
-            + ", ".join(repr(c) for c in data["configs"])
+            f"paired comparison: no finished run of config {base!r}{grid}; finished runs have "
+            + (", ".join(repr(c) for c in finished) or "none")
             + " (name a config by its gin file's stem, e.g. 'sac' for sac.gin)"
         )
 
@@ -821,7 +823,8 @@ def check_report(folder: str | os.PathLike, seed: int = 0) -> list[str]:
         folder = folder.parent
     path = folder / "report.json"
     if not path.is_file():
-        raise FileNotFoundError(f"{folder} has no report.json: pass a report folder")
+        what = "does not exist" if not folder.exists() else "has no report.json"
+        raise FileNotFoundError(f"{folder} {what}: pass a report folder written with --evaluations")
     if not (folder / EVALUATIONS_DIR).is_dir():
         raise FileNotFoundError(
             f"{folder} has no {EVALUATIONS_DIR}/ folder, so its report cannot be rebuilt: write "
