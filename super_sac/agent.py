@@ -481,8 +481,10 @@ class Agent(nn.Module):
         """
         path = Path(path)
         file = path if path.suffix == ".pt" else path / _AGENT_FILE
+        if path.name == _CHECKPOINT_STATE_FILE:  # a checkpoint's state file itself
+            path = path.parent
         checkpoint = path / _CHECKPOINT_STATE_FILE
-        from_checkpoint = not file.exists() and path.is_dir() and checkpoint.is_file()
+        from_checkpoint = checkpoint.is_file() and (file == checkpoint or not file.exists())
         if from_checkpoint:
             file = checkpoint
         elif not file.exists():

@@ -8,10 +8,13 @@ whole loop state), :mod:`~super_sac.reporting` (evaluation, logs, summary).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import math
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -558,7 +561,26 @@ def super_sac(
     train_env = as_gym_vector_env(train_env)  # an SB3 VecEnv gets its adapter
     settings = dict(locals())
     cfg = TrainConfig(**{f.name: settings[f.name] for f in dataclasses.fields(TrainConfig)})
+    if seed is not None and not _VALIDATION_ONLY.get():
+        set_seed(seed)  # first: the encoder probe initialises lazy modules from the global RNG
     validate_config(cfg, agent, buffer, train_env, test_env)
-    if seed is not None:
-        set_seed(seed)
+    if _VALIDATION_ONLY.get():
+        return {"dry_run": True}
     return Trainer(agent, buffer, train_env, test_env, cfg).run()
+
+
+_VALIDATION_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "validation_only", default=False
+)
+
+
+@contextlib.contextmanager
+def validation_only() -> Iterator[None]:
+    """Within the block, :func:`super_sac` checks its settings against the agent, buffer and
+    envs (:func:`~super_sac.validation.validate_config`) and returns ``{"dry_run": True}``
+    without training or writing anything (the training scripts' ``--dry_run``)."""
+    token = _VALIDATION_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _VALIDATION_ONLY.reset(token)

@@ -1028,7 +1028,8 @@ def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym
 def _same_env(train_env: Any, test_env: gym.Env) -> bool:
     """Whether ``test_env`` is ``train_env`` or one of its sub-envs (compared unwrapped)."""
     core = getattr(test_env, "unwrapped", test_env)
-    candidates = [train_env, *getattr(train_env, "envs", ())]
+    sb3 = getattr(train_env, "venv", None)  # an SB3 VecEnv behind the library's adapter
+    candidates = [train_env, *getattr(train_env, "envs", ()), *getattr(sb3, "envs", ())]
     return any(getattr(env, "unwrapped", env) is core for env in candidates)
 
 

@@ -513,8 +513,9 @@ def make_atari_env(
 
     :param game: ALE game name, e.g. "Breakout" or "Pong".
     :param max_episode_steps: ``TimeLimit`` in agent steps (None: ALE's own limit of 108,000
-        emulator frames, 27,000 agent steps). A longer limit raises ALE's frame cap to match,
-        so the episodes it asks for are not cut at ALE's limit instead.
+        emulator frames, 27,000 agent steps less the reset's no-ops). A limit that needs more
+        frames (its steps and up to 30 no-ops) raises ALE's frame cap to match, so the episodes
+        it asks for are not cut at ALE's limit instead.
     :param frame_stack: frames per observation.
     :param key: observation key.
     :param kwargs: passed to ``gymnasium.make``.
@@ -522,13 +523,17 @@ def make_atari_env(
     import ale_py
 
     gym.register_envs(ale_py)
-    frame_skip = 4
+    frame_skip, noop_max = 4, 30
     if max_episode_steps is not None and "max_num_frames_per_episode" not in kwargs:
-        frames = max_episode_steps * frame_skip
+        # ALE counts the reset's no-op frames too: leave room for them, so that the TimeLimit
+        # (not ALE) ends an episode of max_episode_steps agent steps
+        frames = max_episode_steps * frame_skip + noop_max
         if frames > ALE_FRAMES_PER_EPISODE:
             kwargs["max_num_frames_per_episode"] = frames
     env = gym.make(f"ALE/{game}-v5", frameskip=1, **kwargs)
-    env = gym.wrappers.AtariPreprocessing(env, noop_max=30, frame_skip=frame_skip, screen_size=84)
+    env = gym.wrappers.AtariPreprocessing(
+        env, noop_max=noop_max, frame_skip=frame_skip, screen_size=84
+    )
     env = gym.wrappers.FrameStackObservation(env, frame_stack)
     if max_episode_steps is not None:
         env = gym.wrappers.TimeLimit(env, max_episode_steps)

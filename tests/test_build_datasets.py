@@ -338,9 +338,18 @@ def test_replay_episodes_groups_interleaved_envs_and_refuses_unknown_rows(tmp_pa
     episodes = replay_episodes(path, _box())
     assert [ep.rewards.tolist() for ep in episodes] == [[0.0, 1.0, 2.0], [10.0, 11.0]]
     assert episodes[0].terminations[-1] and episodes[1].truncations[-1]
-    push([3], [4])  # a row without its env
+    push([3], [4])  # a row without its env, among two recorded envs
     with pytest.raises(ds.DatasetError, match="some transitions record the env"):
         replay_episodes(buffer.save(tmp_path / "mixed.npz"), _box())
+    # a run of one env resumed from a file of an earlier version (-1 rows, then env 0): one env
+    old = ReplayBuffer(20, seed=0, verbose=False)
+    old.push({"obs": np.zeros((2, 3), np.float32)}, np.zeros((2, 1)), np.zeros(2),
+             {"obs": np.zeros((2, 3), np.float32)}, np.zeros(2), np.full(2, 0.99))  # fmt: skip
+    old.push({"obs": np.zeros((1, 3), np.float32)}, np.zeros((1, 1)), np.zeros(1),
+             {"obs": np.ones((1, 3), np.float32)}, np.zeros(1), np.full(1, 0.99),
+             env_index=np.zeros(1, np.int16))  # fmt: skip
+    (episode,) = replay_episodes(old.save(tmp_path / "resumed.npz"), _box())
+    assert len(episode.rewards) == 3
 
 
 def test_compare_checksums_names_missing_and_differing_files(script, tmp_path):

@@ -152,6 +152,7 @@ def test_agent_load_reads_a_checkpoint_folder_and_names_a_damaged_file(tmp_path)
     state = torch.load(older / "state.pt", weights_only=True)
     agent = Agent(1, nets.FlatEncoder(3), hidden_size=16)
     agent.load(older)  # the checkpoint's agent, not the run's final agent.pt
+    agent.load(older / "state.pt")  # the state file itself names the same checkpoint
     for name, value in agent.state_dict().items():
         assert torch.equal(value, state["agent"][name]), name
     assert not all(

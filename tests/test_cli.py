@@ -430,6 +430,11 @@ def test_dry_run_checks_the_options_and_writes_nothing(tmp_path, capsys):
     assert "nothing was trained" in capsys.readouterr().out and not run_dir.exists()
     with pytest.raises(GinConfigError, match="batchsize"):  # gin errors are found too
         cli.train_gym([*argv, "--gin_bindings", "super_sac.batchsize = 3"], search_dirs=[gym_dir])
+    from super_sac.validation import ConfigError  # and the loop's own checks of the values
+
+    with pytest.raises(ConfigError, match=r"mlp_tau = 5.0: must lie in"):
+        cli.train_gym([*argv, "--gin_bindings", "super_sac.mlp_tau = 5.0"], search_dirs=[gym_dir])
+    assert not run_dir.exists()
     # an offline run's dataset is read and checked (a missing file is named)
     from super_sac.datasets import DatasetError
 

@@ -212,9 +212,10 @@ def test_atari_limit_above_ales_own_raises_ales_frame_cap():
         env.close()
         return frames
 
-    assert cap() == cap(max_episode_steps=20) == 108_000  # ALE's own 27,000 agent steps
-    assert cap(max_episode_steps=27_000) == 108_000
-    assert cap(max_episode_steps=30_000) == 120_000  # 4 emulator frames per agent step
+    assert cap() == cap(max_episode_steps=20) == 108_000  # ALE's own limit
+    assert cap(max_episode_steps=26_992) == 108_000  # 4 frames a step and 30 no-ops fit
+    assert cap(max_episode_steps=27_000) == 108_030  # ALE counts the reset's no-ops too
+    assert cap(max_episode_steps=30_000) == 120_030  # 4 emulator frames per agent step
     assert cap(max_episode_steps=30_000, max_num_frames_per_episode=5_000) == 5_000
 
 

@@ -523,6 +523,18 @@ def test_from_pretrained_env_handling(tmp_path):
     assert SAC.from_pretrained(repo_name=folder, env=PendulumEnv()).seed == direct.seed
 
 
+def test_a_save_of_an_earlier_version_with_float_counts_still_loads(tmp_path):
+    # before the argument checks, SAC(memory_capacity=1e6, log_every_updates=0) was accepted
+    # (truncated to an int, read as 1) and saved as given
+    folder = pendulum().save(tmp_path / "old")
+    config = json.loads((folder / "config.json").read_text())
+    config["init_args"].update(memory_capacity=1e6, batch_size=8.0, log_every_updates=0)
+    (folder / "config.json").write_text(json.dumps(config))
+    loaded = SAC.from_pretrained(folder)
+    assert loaded.memory.capacity == 1_000_000 and loaded.batch_size == 8
+    assert loaded.log_every_updates == 1
+
+
 @pytest.mark.parametrize(
     "damage, message",
     [

@@ -41,7 +41,8 @@ from super_sac.cli.parsers import (
     offline_parser,
 )
 from super_sac.config import GinConfigError, parse_gin
-from super_sac.datasets import DatasetError, load_transitions
+from super_sac.datasets import DatasetError
+from super_sac.main import validation_only
 from super_sac.validation import ConfigError
 
 PathLike = str | os.PathLike
@@ -364,16 +365,6 @@ def run(
     train_env, test_env = make_envs(args)
     warn_beyond_time_limit(test_env, args.max_episode_steps)
     agent = build_agent(test_env, device)
-    if getattr(args, "dry_run", False):
-        if getattr(args, "dataset", None) and not args.resume:  # read and checked, not stored
-            load_transitions(args.dataset, test_env, args.datasets_path)
-        for env in (train_env, test_env):
-            env.close()
-        print(
-            "dry run: the options, gin files, envs, agent (and dataset) are valid; nothing was "
-            "trained"
-        )
-        return {"dry_run": True}
     buffer = super_sac.ReplayBuffer(seed=args.seed, **frame_stack_default(test_env))
     if prepare_buffer is not None and not args.resume:
         prepare_buffer(buffer, test_env, agent)
@@ -403,6 +394,14 @@ def run(
         defaults = loop_defaults(args)
         overrides.update({k: v for k, v in defaults.items() if not _bound(k)})
     try:
+        if getattr(args, "dry_run", False):
+            with validation_only():
+                super_sac.super_sac(agent, buffer, train_env, test_env, **overrides)
+            print(
+                "dry run: the options, gin files, settings, envs, agent (and dataset) are valid; "
+                "nothing was trained or written"
+            )
+            return {"dry_run": True}
         return super_sac.super_sac(agent, buffer, train_env, test_env, **overrides)
     finally:
         train_env.close()

@@ -153,6 +153,21 @@ def default_run_path(prefix: str) -> Path:
     return folder
 
 
+def _as_checked_settings(init: dict[str, Any]) -> dict[str, Any]:
+    """The constructor arguments of a save, as the argument checks of later versions take them:
+    saves written before those checks could hold counts as floats (``memory_capacity=1e6``,
+    which the constructor then truncated) or ``log_every_updates = 0`` (then read as 1)."""
+    from super_sac.quickstart.sac import COUNT_SETTINGS
+
+    for name in (*COUNT_SETTINGS, "seed"):
+        value = init.get(name)
+        if isinstance(value, float) and value.is_integer():
+            init[name] = int(value)
+    if isinstance(init.get("log_every_updates"), int) and init["log_every_updates"] < 1:
+        init["log_every_updates"] = 1
+    return init
+
+
 @contextlib.contextmanager
 def _naming_damaged_file(file: Path) -> Iterator[None]:
     """Report a missing, empty or truncated weights file by its name (torch's own errors do
@@ -297,7 +312,7 @@ class SavingMixin:
             raise ValueError(f"{config_file} is not a SAC checkpoint of format {FORMAT_VERSION}")
         env = rebuild_env(config["env"]) if env is None else env
         check_env_matches(env, config["env"])
-        init = dict(config["init_args"])
+        init = _as_checked_settings(dict(config["init_args"]))
         init.update(log_dir=None, wandb_project=None)
         if device is not None:
             init["device"] = str(device)

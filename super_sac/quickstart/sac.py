@@ -31,8 +31,8 @@ from super_sac.wrappers import ActionScaler
 POLICY_TYPES = ("Gaussian", "Deterministic")
 
 
-# the settings' checks: (name, kind, lower bound, bound included, upper bound, fix)
-_POSITIVE_INTS = ("updates_per_step", "batch_size", "memory_capacity", "target_update_interval",
+# the settings checked by check_arguments: counts (ints >= 1), real ranges, flags
+COUNT_SETTINGS = ("updates_per_step", "batch_size", "memory_capacity", "target_update_interval",
                   "hidden_size", "log_every_updates")  # fmt: skip
 _REAL_RANGES = {  # name: (low, low included, high, what a usual value is)
     "lr": (0.0, False, math.inf, "e.g. 3e-4"),
@@ -62,7 +62,7 @@ def check_arguments(config: dict[str, Any]) -> None:
         raise ValueError(
             f"SAC: policy_type must be one of {POLICY_TYPES}, got {config['policy_type']!r}"
         )
-    for name in _POSITIVE_INTS:
+    for name in COUNT_SETTINGS:
         value = config[name]
         if not _is_int(value):
             raise TypeError(f"SAC: {name} must be an int, got {value!r} ({type(value).__name__})")
@@ -111,7 +111,7 @@ def soft_update(target: torch.nn.Module, source: torch.nn.Module, tau: float) ->
 def _plain_values(config: dict[str, Any]) -> dict[str, Any]:
     """The checked settings as Python ints, floats and bools (numpy scalars would not go into
     ``config.json``)."""
-    plain: dict[str, Any] = {name: int(config[name]) for name in (*_POSITIVE_INTS, "seed")}
+    plain: dict[str, Any] = {name: int(config[name]) for name in (*COUNT_SETTINGS, "seed")}
     plain.update({name: float(config[name]) for name in _REAL_RANGES})
     plain.update({name: bool(config[name]) for name in _BOOLS})
     return plain

@@ -402,7 +402,10 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
         self._action[slots] = action[keep]
         for store, column in zip((self._reward, self._done, self._discount), columns):
             store[slots] = column[keep]
-        self._env_index[slots] = -1 if env_index is None else np.asarray(env_index)[keep]
+        if env_index is None:
+            self._env_index[slots] = -1
+        else:
+            self._env_index[slots] = np.broadcast_to(np.asarray(env_index), (batch,))[keep]
         if self._prioritized:
             self._set_tree_values(slots, np.full(slots.shape, self._max_priority**self._alpha))
         self._ptr = self._protected + (self._ptr - self._protected + batch) % ring

@@ -107,9 +107,11 @@ def replay_episodes(
 
 def _env_order(path: str, env_index: np.ndarray | None) -> np.ndarray | None:
     """The rows grouped by env (stable, so each env's rows keep their push order), or ``None``
-    when the buffer holds one env's rows (or files of earlier versions, which did not record
-    the env)."""
-    if env_index is None or len(np.unique(env_index)) <= 1:
+    when the buffer holds one env's rows (files of earlier versions, which did not record the
+    env, count as one env, also when a resumed run added recorded rows)."""
+    # rows of a file written before the env was recorded (-1) join the one env recorded after
+    # a resume: a run with one env
+    if env_index is None or len(np.unique(env_index[env_index >= 0])) <= 1:
         return None
     if (env_index < 0).any():
         raise DatasetError(

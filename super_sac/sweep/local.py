@@ -108,7 +108,13 @@ def preflight(
         for env in grid.envs:
             trial = Trial(config, env, grid.seeds[0], probe)
             argv = [python, str(script), *trial_argv(grid, trial), "--dry_run"]
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+            try:
+                proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+            except subprocess.TimeoutExpired as err:
+                raise ValueError(
+                    f"a dry run of {config} on {env} took over 10 minutes ({shlex.join(argv)}); "
+                    "Fix: check that the script starts, then run the sweep again"
+                ) from err
             if proc.returncode != 0:
                 lines = (proc.stderr or proc.stdout).strip().splitlines()
                 raise ValueError(
