@@ -177,8 +177,9 @@ def add_common_args(p: argparse.ArgumentParser, default_config: str) -> None:
     p.add_argument(
         "--dry_run",
         action="store_true",
-        help="check the options, the gin files, the envs, the agent and a --dataset, then exit "
-        "without training or writing anything (the sweep runner checks every config and env so)",
+        help="check the options, the gin files, the loop's settings, the envs, the agent and a "
+        "--dataset as a run would, then exit without training or writing anything (the sweep "
+        "runner checks every config and env so)",
     )
     p.add_argument(
         "--parallel_envs",
