@@ -35,7 +35,8 @@ import torch
 from super_sac import reporting
 from super_sac.agent import _CHECKPOINT_STATE_FILE, completed_signature
 from super_sac.datasets import DatasetError, Episode
-from super_sac.replay import ReplayBuffer, replay_episodes
+from super_sac.replay import ReplayBuffer
+from super_sac.replay.episodes import read_replay
 from super_sac.utils import sha256_file
 
 if TYPE_CHECKING:
@@ -293,10 +294,8 @@ def checkpoint_episodes(
             f"{folder}: {problem}. Fix: read an intact checkpoint of the run (the one before, "
             "or the run's checkpoints written again by resuming it)"
         )
-    episodes = replay_episodes(folder / _BUFFER_FILE, action_space, flat_key, observation_space)
+    episodes, envs = read_replay(folder / _BUFFER_FILE, action_space, flat_key, observation_space)
     counters = torch.load(folder / _STATE_FILE, map_location="cpu", weights_only=True)["counters"]
-    with np.load(folder / _BUFFER_FILE, allow_pickle=False) as data:
-        envs = len(np.unique(data["env_index"])) if "env_index" in data else 1
     transitions = sum(len(ep.rewards) for ep in episodes)
     finished, env_steps = int(counters["episodes"]), int(counters["env_steps"])
     # every env step is a transition (the loop's vector envs reset with DISABLED or SAME_STEP

@@ -58,6 +58,17 @@ def replay_episodes(
         transitions (their rewards are sums over several steps), or its layout is not the
         env's (``observation_space`` given).
     """
+    return read_replay(buffer_file, action_space, flat_key, observation_space)[0]
+
+
+def read_replay(
+    buffer_file: str | os.PathLike,
+    action_space: spaces.Space,
+    flat_key: str | None = "obs",
+    observation_space: spaces.Space | None = None,
+) -> tuple[list[Episode], int]:
+    """:func:`replay_episodes` and the number of envs whose rows the buffer holds (what
+    :func:`super_sac.checkpoint.checkpoint_episodes` checks the run's counters with)."""
     path = _npz_path(buffer_file)
     with np.load(path, allow_pickle=False) as data:
         layout = _Layout.from_json(str(data["layout"]))
@@ -102,16 +113,23 @@ def replay_episodes(
             )
         )
         start = end + 1
-    return [episodes[i] for i in np.argsort(firsts, kind="stable")]
+    return [episodes[i] for i in np.argsort(firsts, kind="stable")], _env_count(env_index)
+
+
+def _env_count(env_index: np.ndarray | None) -> int:
+    """The envs whose rows the buffer holds: its distinct recorded env indices, at least 1
+    (rows of a file written before the env was recorded, -1, belong to the one env of such a
+    run, also when a resumed run added recorded rows)."""
+    if env_index is None:
+        return 1
+    return max(1, len(np.unique(env_index[env_index >= 0])))
 
 
 def _env_order(path: str, env_index: np.ndarray | None) -> np.ndarray | None:
     """The rows grouped by env (stable, so each env's rows keep their push order), or ``None``
     when the buffer holds one env's rows (files of earlier versions, which did not record the
     env, count as one env, also when a resumed run added recorded rows)."""
-    # rows of a file written before the env was recorded (-1) join the one env recorded after
-    # a resume: a run with one env
-    if env_index is None or len(np.unique(env_index[env_index >= 0])) <= 1:
+    if _env_count(env_index) <= 1:
         return None
     if (env_index < 0).any():
         raise DatasetError(
