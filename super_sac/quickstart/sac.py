@@ -23,7 +23,7 @@ from super_sac.quickstart.memory import OBS_KEY, ReplayMemory, check_spaces, sin
 from super_sac.quickstart.persistence import (
     SavingMixin,
 )
-from super_sac.quickstart.training import TrainingMixin, check_count
+from super_sac.quickstart.training import TrainingMixin, check_count, is_int
 from super_sac.replay import Batch, ReplayBuffer
 from super_sac.utils import flush_denormals, get_device, set_seed
 from super_sac.wrappers import ActionScaler
@@ -45,10 +45,6 @@ _REAL_RANGES = {  # name: (low, low included, high, what a usual value is)
 _BOOLS = ("automatic_entropy_tuning", "verbose_histogram")
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
-
-
 def check_arguments(config: dict[str, Any]) -> None:
     """Refuse a :class:`SAC` setting of the wrong type or out of range before anything is built
     (a negative learning rate would train by gradient ascent, ``tau = 0`` freezes the targets),
@@ -63,11 +59,7 @@ def check_arguments(config: dict[str, Any]) -> None:
             f"SAC: policy_type must be one of {POLICY_TYPES}, got {config['policy_type']!r}"
         )
     for name in COUNT_SETTINGS:
-        value = config[name]
-        if not _is_int(value):
-            raise TypeError(f"SAC: {name} must be an int, got {value!r} ({type(value).__name__})")
-        if value < 1:
-            raise ValueError(f"SAC: {name} must be >= 1, got {value}")
+        check_count("SAC", name, config[name], 1)
     for name, (low, closed, high, usual) in _REAL_RANGES.items():
         value = config[name]
         if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
@@ -82,7 +74,7 @@ def check_arguments(config: dict[str, Any]) -> None:
     for name in _BOOLS:
         if not isinstance(config[name], (bool, np.bool_)):
             raise TypeError(f"SAC: {name} must be True or False, got {config[name]!r}")
-    if not _is_int(config["seed"]):
+    if not is_int(config["seed"]):
         raise TypeError(f"SAC: seed must be an int, got {config['seed']!r}")
     if config["batch_size"] > config["memory_capacity"]:
         raise ValueError(

@@ -31,6 +31,11 @@ def agent_view_of(env: gym.Env | VectorEnv) -> gym.Env | VectorEnv:
     return VectorSimpleGymWrapper(env)
 
 
+def is_int(value: Any) -> bool:
+    """Whether ``value`` is an integer (Python's or numpy's), and not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
+
+
 def check_count(method: str, name: str, value: Any, low: int, allow_none: bool = False) -> None:
     """Refuse a step or episode count that is not an int ``>= low`` (``None`` too, unless
     ``allow_none``): a float or negative count would otherwise run a different length silently.
@@ -40,7 +45,7 @@ def check_count(method: str, name: str, value: Any, low: int, allow_none: bool =
     """
     if value is None and allow_none:
         return
-    if not isinstance(value, numbers.Integral) or isinstance(value, (bool, np.bool_)):
+    if not is_int(value):
         kind = "an int or None" if allow_none else "an int"
         raise TypeError(f"{method}: {name} must be {kind}, got {value!r} ({type(value).__name__})")
     if value < low:
