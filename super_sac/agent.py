@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import pickle
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from super_sac.nets.mlps import (
     DiscreteActor,
     DiscreteCritic,
 )
+from super_sac.utils import load_torch_file
 
 ObsDict = Mapping[str, Any]
 
@@ -492,13 +492,7 @@ class Agent(nn.Module):
                 f"no agent weights at {file}. Fix: pass the run directory (its agent.pt), an "
                 "agent.pt file, or a checkpoint folder <run>/checkpoints/ckpt_<steps>"
             )
-        try:
-            payload = torch.load(file, map_location=self.device, weights_only=True)
-        except (EOFError, RuntimeError, pickle.UnpicklingError) as err:
-            raise ValueError(
-                f"{file} could not be read ({type(err).__name__}: {err or 'empty file'}); it "
-                "is damaged or not a torch file written by super_sac"
-            ) from err
+        payload = load_torch_file(file, self.device)
         if from_checkpoint:  # the loop's state: the agent's weights and the run's signature
             payload = {"signature": payload["signature"], "state_dict": payload["agent"]}
         saved = completed_signature(payload["signature"], payload["state_dict"])

@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import os
+import pickle
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,6 +89,23 @@ def sha256_file(path: str | os.PathLike) -> str:
         for chunk in iter(lambda: f.read(1 << 22), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def load_torch_file(file: str | os.PathLike, device: str | torch.device = "cpu") -> Any:
+    """``torch.load(file, weights_only=True)``, with a damaged file (empty, truncated, not a
+    torch file) reported as a ``ValueError`` that names it (torch's own errors do not, and an
+    empty file raises a bare ``EOFError``).
+
+    :raises ValueError: naming the file and the fix.
+    """
+    try:
+        return torch.load(file, map_location=device, weights_only=True)
+    except (EOFError, RuntimeError, pickle.UnpicklingError, OSError) as err:
+        raise ValueError(
+            f"{file} could not be read ({type(err).__name__}: {err or 'empty file'}); it is "
+            "damaged or not a torch file written by super_sac. Fix: load another copy, or "
+            "write it again"
+        ) from err
 
 
 def atomic_write_json(path: str | os.PathLike, data: Any) -> None:

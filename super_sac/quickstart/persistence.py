@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
-import pickle
 import re
 import warnings
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +19,7 @@ from gymnasium.envs.registration import EnvSpec
 from gymnasium.vector import VectorEnv
 
 from super_sac.quickstart.memory import single_spaces
-from super_sac.utils import atomic_write_json
+from super_sac.utils import atomic_write_json, load_torch_file
 
 if TYPE_CHECKING:
     from super_sac.quickstart.sac import SAC
@@ -168,22 +165,15 @@ def _as_checked_settings(init: dict[str, Any]) -> dict[str, Any]:
     return init
 
 
-@contextlib.contextmanager
-def _naming_damaged_file(file: Path) -> Iterator[None]:
-    """Report a missing, empty or truncated weights file by its name (torch's own errors do
-    not name it, and an empty file raises a bare ``EOFError``)."""
+def _present(file: Path) -> Path:
+    """``file``, which a complete save holds (a damaged one is reported where it is read, by
+    :func:`super_sac.utils.load_torch_file`)."""
     if not file.is_file():
         raise FileNotFoundError(
             f"{file} is missing; the save is incomplete. Fix: load another save, or save the "
             "agent again"
         )
-    try:
-        yield
-    except (EOFError, RuntimeError, pickle.UnpicklingError, OSError) as err:
-        raise ValueError(
-            f"{file} could not be read ({type(err).__name__}: {err or 'empty file'}); the save "
-            "is damaged. Fix: load another save, or save the agent again"
-        ) from err
+    return file
 
 
 class SavingMixin:
@@ -324,12 +314,9 @@ class SavingMixin:
         return sac
 
     def _load_weights(self, folder: Path, load_gradients: bool) -> None:
-        with _naming_damaged_file(folder / "agent.pt"):
-            self.agent.load(folder)
-        with _naming_damaged_file(folder / TARGET_FILE):
-            self.target_agent.load(folder / TARGET_FILE)
-        with _naming_damaged_file(folder / ALPHA_FILE):
-            saved = torch.load(folder / ALPHA_FILE, map_location=self.device, weights_only=True)
+        self.agent.load(_present(folder / "agent.pt"))
+        self.target_agent.load(_present(folder / TARGET_FILE))
+        saved = load_torch_file(_present(folder / ALPHA_FILE), self.device)
         with torch.no_grad():
             self.learner.log_alpha.copy_(saved["log_alpha"])
         if not load_gradients:
@@ -340,8 +327,7 @@ class SavingMixin:
                 f"{folder} holds no optimizer states; save with save_gradients=True to resume "
                 "training, or load with load_gradients=False"
             )
-        with _naming_damaged_file(file):
-            states = torch.load(file, map_location=self.device, weights_only=True)
+        states = load_torch_file(file, self.device)
         self.critic_optim.load_state_dict(states["critic"])
         self.policy_optim.load_state_dict(states["policy"])
         if self.alpha_optim is not None and states["alpha"] is not None:
