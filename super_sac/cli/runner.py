@@ -233,6 +233,21 @@ def given_options(
     return given
 
 
+def parse_command_line(
+    make_parser: Callable[[str | None], argparse.ArgumentParser],
+    description: str | None,
+    argv: Sequence[str] | None,
+) -> tuple[argparse.ArgumentParser, argparse.Namespace, set[str]]:
+    """A training script's command line: its parser, the parsed options and the options
+    ``argv`` gave (:func:`given_options`, parsed again by a second parser of the same kind).
+
+    :param make_parser: ``description -> parser`` (:func:`build_parser`, :func:`dmc_parser`, ...).
+    """
+    parser = make_parser(description)
+    args = parser.parse_args(argv)
+    return parser, args, given_options(make_parser(description), argv, args)
+
+
 def warn_beyond_time_limit(env: gym.Env, max_episode_steps: int | None) -> None:
     """Warn when ``--max_episode_steps`` asks for longer episodes than the env's own time limit
     allows (a DeepMind Control task's ``time_limit_steps``): they end at that limit.
@@ -448,8 +463,7 @@ def train_gym(
     :param script: recorded in ``hparams.json``.
     :return: the summary dict of :func:`super_sac.super_sac`.
     """
-    parser = build_parser(description)
-    args = parser.parse_args(argv)
+    _, args, given = parse_command_line(build_parser, description, argv)
     return run(
         args,
         gym_envs,
@@ -457,7 +471,7 @@ def train_gym(
         script=script,
         task_key="env",
         search_dirs=search_dirs,
-        given=given_options(build_parser(description), argv, args),
+        given=given,
     )
 
 
@@ -479,8 +493,7 @@ def train_offline(
     :param script: recorded in ``hparams.json``.
     :return: the summary dict of :func:`super_sac.super_sac`.
     """
-    parser = offline_parser(description)
-    args = parser.parse_args(argv)
+    parser, args, given = parse_command_line(offline_parser, description, argv)
     if args.dataset is None and not args.resume:
         parser.error("--dataset is required (a resumed run takes it from its run directory)")
     return run(
@@ -492,7 +505,7 @@ def train_offline(
         search_dirs=search_dirs,
         prepare_buffer=dataset_loader(args),
         extra_saved_args=("dataset", "datasets_path"),
-        given=given_options(offline_parser(description), argv, args),
+        given=given,
         default_name=lambda a: f"{Path(a.config).stem}_{Path(a.dataset).stem.replace('/', '_')}",
     )
 
@@ -513,8 +526,7 @@ def train_minatar(
     :param script: recorded in ``hparams.json``.
     :return: the summary dict of :func:`super_sac.super_sac`.
     """
-    parser = minatar_parser(description)
-    args = parser.parse_args(argv)
+    _, args, given = parse_command_line(minatar_parser, description, argv)
     return run(
         args,
         minatar_envs,
@@ -524,7 +536,7 @@ def train_minatar(
         search_dirs=search_dirs,
         prepare_buffer=dataset_loader(args),
         extra_saved_args=("dataset", "datasets_path"),
-        given=given_options(minatar_parser(description), argv, args),
+        given=given,
     )
 
 
@@ -544,8 +556,7 @@ def train_atari(
     :param script: recorded in ``hparams.json``.
     :return: the summary dict of :func:`super_sac.super_sac`.
     """
-    parser = atari_parser(description)
-    args = parser.parse_args(argv)
+    _, args, given = parse_command_line(atari_parser, description, argv)
     return run(
         args,
         atari_envs,
@@ -553,7 +564,7 @@ def train_atari(
         script=script,
         task_key="game",
         search_dirs=search_dirs,
-        given=given_options(atari_parser(description), argv, args),
+        given=given,
     )
 
 
@@ -600,8 +611,7 @@ def train_dmc(
     :param script: recorded in ``hparams.json``.
     :return: the summary dict of :func:`super_sac.super_sac`.
     """
-    parser = dmc_parser(description)
-    args = parser.parse_args(argv)
+    parser, args, given = parse_command_line(dmc_parser, description, argv)
     check_dmc_args(parser, args)
     if args.env is not None:
         from super_sac.envs.dmc import UnknownDMCTaskError, parse_dmc_id
@@ -620,7 +630,7 @@ def train_dmc(
         prepare_buffer=dataset_loader(args),
         extra_saved_args=DMC_SAVED_ARGS,
         loop_defaults=dmc_loop_defaults,
-        given=given_options(dmc_parser(description), argv, args),
+        given=given,
         default_name=lambda a: f"{Path(a.config).stem}_{a.domain}_{a.task}",
     )
 
