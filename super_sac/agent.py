@@ -157,32 +157,18 @@ class Agent(nn.Module):
         super().__init__()
         if adv_method is None:
             adv_method = default_adv_method(discrete)
-        for name, value in (
-            ("act_space_size", act_space_size),
-            ("ensemble_size", ensemble_size),
-            ("num_critics", num_critics),
-            ("hidden_size", hidden_size),
-        ):
-            if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
-                raise TypeError(
-                    f"Agent.{name} must be an int, got {value!r} ({type(value).__name__}). Fix: "
-                    f"bind it without quotes, e.g. Agent.{name} = 256"
-                )
         self._check_settings(
+            act_space_size,
             encoder,
             discrete,
             ensemble_size,
             num_critics,
             ucb_bonus,
+            hidden_size,
             auto_rescale_targets,
             adv_method,
             beta_dist,
         )
-        if hidden_size < 1 or act_space_size < 1:
-            raise ValueError(
-                f"Agent.hidden_size and act_space_size must be >= 1, got {hidden_size} and "
-                f"{act_space_size}"
-            )
         if discrete:
             actor_network_cls, critic_network_cls = _discrete_classes(
                 actor_network_cls, critic_network_cls
@@ -248,15 +234,28 @@ class Agent(nn.Module):
 
     @staticmethod
     def _check_settings(
+        act_space_size: int,
         encoder: Encoder,
         discrete: bool,
         ensemble_size: int,
         num_critics: int,
         ucb_bonus: float,
+        hidden_size: int,
         auto_rescale_targets: bool,
         adv_method: str,
         beta_dist: bool,
     ) -> None:
+        for name, value in (
+            ("act_space_size", act_space_size),
+            ("ensemble_size", ensemble_size),
+            ("num_critics", num_critics),
+            ("hidden_size", hidden_size),
+        ):
+            if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
+                raise TypeError(
+                    f"Agent.{name} must be an int, got {value!r} ({type(value).__name__}). Fix: "
+                    f"bind it without quotes, e.g. Agent.{name} = 256"
+                )
         if not isinstance(encoder, Encoder):
             raise TypeError(
                 f"Agent.encoder must be a super_sac.nets.Encoder, got {type(encoder).__name__}; "
@@ -266,6 +265,11 @@ class Agent(nn.Module):
             raise ValueError(f"Agent.num_critics must be >= 1, got {num_critics}")
         if ensemble_size < 1:
             raise ValueError(f"Agent.ensemble_size must be >= 1, got {ensemble_size}")
+        if hidden_size < 1 or act_space_size < 1:
+            raise ValueError(
+                f"Agent.hidden_size and act_space_size must be >= 1, got {hidden_size} and "
+                f"{act_space_size}"
+            )
         if adv_method not in ADV_METHODS:
             raise ValueError(
                 f"Agent.adv_method must be one of {ADV_METHODS} or None (the default of the "

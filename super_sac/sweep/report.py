@@ -490,7 +490,7 @@ def _budgets_differ_on_an_env(data: dict[str, Any]) -> bool:
     may run different budgets: their rows are never compared)."""
     per_env: dict[str, set[int]] = defaultdict(set)
     for sweep, budget in data["budgets"].items():
-        for env in data.get("sweep_envs", {}).get(sweep, ()):
+        for env in data["sweep_envs"][sweep]:
             if budget is not None:
                 per_env[env].add(budget)
     return any(len(b) > 1 for b in per_env.values())
