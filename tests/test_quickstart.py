@@ -213,12 +213,15 @@ def test_builds_the_engines_agent_with_two_critics_and_a_frozen_target():
     sac = pendulum()
     assert isinstance(sac.agent, super_sac.Agent)
     assert sac.agent.num_critics == 2 and sac.agent.hidden_size == 16
-    assert type(sac.policy).__name__ == "ContinuousStochasticActor"
-    assert sac.critic is sac.agent.critic and sac.critic_target is sac.target_agent.critic
+    assert type(sac.agent.actor).__name__ == "ContinuousStochasticActor"
+    assert type(sac.policy).__name__ == "GaussianPolicy" and sac.policy.actor is sac.agent.actor
+    assert sac.critic.critic is sac.agent.critic
+    assert sac.critic_target.critic is sac.target_agent.critic
     assert all(not p.requires_grad for p in sac.target_agent.parameters())
     assert sac.alpha == pytest.approx(0.2) and sac.target_entropy == -1.0
     det = pendulum(policy_type="Deterministic")
-    assert type(det.policy).__name__ == "ContinuousDeterministicActor" and det.alpha == 0.0
+    assert type(det.agent.actor).__name__ == "ContinuousDeterministicActor" and det.alpha == 0.0
+    assert type(det.policy).__name__ == "DeterministicPolicy"
     with pytest.warns(UserWarning, match="ignored"):
         assert pendulum(policy_type="Deterministic", automatic_entropy_tuning=True).alpha == 0.0
 

@@ -20,6 +20,7 @@ from super_sac.loggers import TensorboardLogger, WandbLogger
 from super_sac.nets import FlatEncoder
 from super_sac.nets.mlps import ContinuousDeterministicActor, ContinuousStochasticActor
 from super_sac.quickstart.memory import OBS_KEY, ReplayMemory, check_spaces, single_spaces
+from super_sac.quickstart.networks import DeterministicPolicy, GaussianPolicy, QNetwork
 from super_sac.quickstart.persistence import (
     SavingMixin,
 )
@@ -229,6 +230,7 @@ class SAC(TrainingMixin, SavingMixin):
         self._total_steps = 0
         self._rng = np.random.default_rng(seed)
         self._collector: Collector | None = None
+        self._seed_views: dict[str, tuple[torch.nn.Module, torch.nn.Module]] = {}
         self.log_every_updates = c["log_every_updates"]
         self.verbose_histogram = c["verbose_histogram"]
         if self.verbose_histogram and log_dir is None:
@@ -306,15 +308,39 @@ class SAC(TrainingMixin, SavingMixin):
         return loggers
 
     # ------------------------------------------------------------------ names of the seed API
-    @property
-    def policy(self) -> torch.nn.Module:
-        """The policy network (the agent's actor)."""
-        return self.agent.actor
+    def _seed_view(self, name: str, network: torch.nn.Module) -> torch.nn.Module:
+        """The interface's module over ``network`` (built once, rebuilt if the agent's network
+        object was replaced)."""
+        cached = self._seed_views.get(name)
+        if cached is not None and cached[0] is network:
+            return cached[1]
+        dims = (self.obs_dim, self.act_dim, self.agent.hidden_size, self.action_space)
+        if name == "policy" and self.deterministic:
+            view: torch.nn.Module = DeterministicPolicy(
+                *dims, actor=network, noise_std=self.exploration_noise, noise_clip=None
+            )
+        elif name == "policy":
+            view = GaussianPolicy(*dims, actor=network)
+        else:
+            view = QNetwork(*dims, critic=network)
+        view.to(self.device)
+        self._seed_views[name] = (network, view)
+        return view
 
     @property
-    def critic(self) -> torch.nn.Module:
-        """The critic ensemble, output ``(2, B, 1)``."""
-        return self.agent.critic
+    def policy(self) -> GaussianPolicy | DeterministicPolicy:
+        """The policy as the interface's :class:`GaussianPolicy` (or
+        :class:`DeterministicPolicy`): the agent's actor (``agent.actor``, parameters shared)
+        with env-unit actions. ``policy.sample(state)`` gives ``(action, log_prob, mean)``; a
+        deterministic policy's ``sample`` adds this agent's exploration noise."""
+        return self._seed_view("policy", self.agent.actor)  # type: ignore[return-value]
+
+    @property
+    def critic(self) -> QNetwork:
+        """The two critics as a :class:`QNetwork`, ``critic(state, action) -> (Q1, Q2)`` with
+        env-unit actions; the library's ensemble (output ``(2, B, 1)``, ``[-1, 1]`` actions) is
+        ``agent.critic``."""
+        return self._seed_view("critic", self.agent.critic)  # type: ignore[return-value]
 
     @property
     def target_agent(self) -> Agent:
@@ -322,9 +348,9 @@ class SAC(TrainingMixin, SavingMixin):
         return self.learner.target_agent
 
     @property
-    def critic_target(self) -> torch.nn.Module:
-        """The target critic ensemble."""
-        return self.learner.target_agent.critic
+    def critic_target(self) -> QNetwork:
+        """The target critics as a :class:`QNetwork` (``target_agent.critic``, shared)."""
+        return self._seed_view("critic_target", self.learner.target_agent.critic)  # type: ignore[return-value]
 
     @property
     def log_alpha(self) -> torch.Tensor:
