@@ -171,6 +171,29 @@ def test_bad_settings_and_online_steps_are_refused_with_the_reason(trial, datase
         trial.check_device("tpu:0")
 
 
+def test_a_sweep_preflight_dry_runs_the_peer_on_the_dataset(trial, dataset, tmp_path):
+    import torch
+
+    from super_sac.sweep.grid import Grid
+    from super_sac.sweep.local import preflight
+
+    script = BENCHMARKS / "d3rlpy_trial.py"
+    config = str(PEERS / "d3rlpy_bc.gin")
+    data_args = ["--dataset", str(dataset)]
+    bad = Grid.make([config], [ENV], "0", 0, ["d3rlpy.algo = 'cql'"], str(script), data_args)
+    with pytest.raises(ValueError, match="(?s)d3rlpy_bc.gin on Pendulum-v1 would fail.*'cql'"):
+        preflight(bad, tmp_path / "sweep", script, sys.executable)
+    threads = torch.get_num_threads()  # main sets the trial's thread count
+    try:
+        argv = ["--config", config, "--env", ENV, "--run_dir", str(tmp_path / "run"), *data_args]
+        assert trial.main([*argv, *[f"--gin_bindings={b}" for b in SMALL], "--dry_run"]) == {
+            "dry_run": True
+        }
+    finally:
+        torch.set_num_threads(threads)
+    assert not (tmp_path / "run").exists() and not (tmp_path / "sweep").exists()
+
+
 def test_a_cuda_device_on_a_machine_without_one_is_refused_with_the_fix(trial):
     import torch
 

@@ -132,6 +132,27 @@ def test_bad_peer_settings_and_resume_are_refused_with_the_reason(trial, tmp_pat
     assert proc.returncode != 0 and "keep no checkpoints" in proc.stderr
 
 
+def test_a_sweep_preflight_dry_runs_the_peer_and_stops_a_misspelt_setting(trial, tmp_path):
+    import torch
+
+    from super_sac.sweep.grid import Grid
+    from super_sac.sweep.local import preflight
+
+    script = BENCHMARKS / "sb3_trial.py"
+    config = str(PEERS / "sb3_sac.gin")
+    typo = ["sb3.hyperparams = {'learning_rat': 0.001}"]
+    grid = Grid.make([config], ["Pendulum-v1"], "0", 100, typo, str(script))
+    with pytest.raises(ValueError, match="(?s)sb3_sac.gin on Pendulum-v1 would fail.*learning_rat"):
+        preflight(grid, tmp_path / "sweep", script, sys.executable)
+    threads = torch.get_num_threads()  # main sets the trial's thread count
+    try:
+        argv = ["--config", config, "--env", "Pendulum-v1", "--run_dir", str(tmp_path / "run")]
+        assert trial.main([*argv, "--steps", "100", "--dry_run"]) == {"dry_run": True}
+    finally:
+        torch.set_num_threads(threads)
+    assert not (tmp_path / "run").exists() and not (tmp_path / "sweep").exists()
+
+
 def test_a_peer_that_collects_in_chunks_stops_at_the_step_budget(trial, tmp_path):
     # DQN collects train_freq = 64 steps per rollout: without the stop it would run to 128
     settings = trial.sb3_settings(

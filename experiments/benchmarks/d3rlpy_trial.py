@@ -158,6 +158,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="d3rlpy's device: 'cpu:0' (the tables of record) or 'cuda:0' (a GPU machine; "
         "pass it in the sweep's --script_args)",
     )
+    p.add_argument(
+        "--dry_run",
+        action="store_true",
+        help="check the gin file, the env, the dataset and the d3rlpy model by building it on "
+        "the dataset, then exit without training or writing anything (the sweep runner checks "
+        "every config and env so)",
+    )
     return p.parse_args(argv)
 
 
@@ -361,6 +368,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"error: {args.dataset}: every episode has the same return, so IQL's reward scale "
             "1000 / (max - min return) is infinite. Fix: a dataset with more episodes"
         )
+    if args.dry_run:
+        build_model(settings, with_vectorised_sampling(to_mdp_dataset(data)), args.seed, device)
+        print("dry run: the options, gin file, env, dataset and d3rlpy model are valid; "
+              "nothing was written")  # fmt: skip
+        return {"dry_run": True}
     run_dir.mkdir(parents=True, exist_ok=True)
     if not args.resume:
         atomic_write_json(

@@ -169,6 +169,12 @@ def load_settings(config: str | Path, bindings: list[str] = ()) -> dict[str, Any
     return sb3_settings()
 
 
+DRY_RUN_HELP = (
+    "check the gin file, the env and the SB3 model's settings by building the model, then exit "
+    "without training or writing anything (the sweep runner checks every config and env so)"
+)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", help="gin file binding the sb3 settings")
@@ -179,6 +185,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gin_bindings", action="append", default=[], help="repeatable")
     p.add_argument("--threads", type=int, default=1, help="torch threads")
     p.add_argument("--resume", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--dry_run", action="store_true", help=DRY_RUN_HELP)
     return p.parse_args(argv)
 
 
@@ -304,6 +311,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     torch.set_num_threads(args.threads)
     settings = load_settings(args.config, args.gin_bindings)
+    if args.dry_run:
+        env = make_env(args.env)
+        build_model(settings, env, args.seed)
+        env.close()
+        print("dry run: the options, gin file, env and SB3 model are valid; nothing was written")
+        return {"dry_run": True}
     run_dir = Path(args.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(

@@ -95,9 +95,10 @@ def preflight(
     grid: Grid, sweep_dir: str | os.PathLike, script: str | os.PathLike, python: str
 ) -> None:
     """Before a new sweep writes its manifest, for a script with ``--dry_run`` (the library's
-    training scripts): dry-run each config on each env once, so a missing config file, an
-    unknown option, a misspelt env or a gin error stops the sweep here, with the script's own
-    message, instead of failing every trial and fixing the grid in the manifest.
+    training scripts and the SB3 and d3rlpy peer trials): dry-run each config on each env once,
+    so a missing config file, an unknown option, a misspelt env or a gin error stops the sweep
+    here, with the script's own message, instead of failing every trial and fixing the grid in
+    the manifest.
 
     :raises ValueError: naming the (config, env) pair and the script's error.
     """
