@@ -1330,6 +1330,10 @@ def test_progress_counts_running_trials_by_their_newest_evaluation(tmp_path):
     # until it has made progress of its own (0.5 trials here, so an ETA appears)
     line = progress.line()
     assert line.startswith("[" + "#" * 7 + "." * 13 + "] 1/4 done, 1 running, 0 failed, ETA ")
+    # a trial that has evaluated its last step still writes its summary: the bar is not full
+    last = Progress(1, already=0, out=out, steps=100, interval=0)
+    last.started(running)
+    assert last.line().startswith("[" + "#" * 19 + "." + "] 0/1 done, 1 running")
     progress.finished(TrialResult(trials[1], "failed", attempts=1, error="exit code 1"))
     assert "seed_1: failed: exit code 1 (1 attempt(s), 0s) [" in out.getvalue()
     assert "1/4 done, 0 running, 1 failed" in out.getvalue()

@@ -200,9 +200,15 @@ class Progress:
         self._stop = threading.Event()
         self._ticker: threading.Thread | None = None
 
+    # a running trial counts at most this much: after its last evaluation it still writes its
+    # summary (and a slow final checkpoint), so a bar of only running trials never reads full
+    RUNNING_CAP = 0.95
+
     def line(self) -> str:
-        """``[#######.............] 3.4/10 trials, 2 running, 0 failed, ETA 12m30s``."""
-        fraction = sum(trial_fraction(t, self.steps) for t in list(self.running))
+        """``[#######.............] 3/10 done, 2 running, 0 failed, ETA 12m30s``."""
+        fraction = sum(
+            min(trial_fraction(t, self.steps), self.RUNNING_CAP) for t in list(self.running)
+        )
         units = self.done + self.failed + fraction  # trials' worth of work behind us
         bar = int(self.WIDTH * units / self.total) if self.total else self.WIDTH
         text = (
