@@ -171,7 +171,7 @@ def test_bad_settings_and_online_steps_are_refused_with_the_reason(trial, datase
         trial.check_device("tpu:0")
 
 
-def test_a_sweep_preflight_dry_runs_the_peer_on_the_dataset(trial, dataset, tmp_path):
+def test_a_sweep_preflight_dry_runs_the_peer_on_the_dataset(trial, dataset, tmp_path, monkeypatch):
     import torch
 
     from super_sac.sweep.grid import Grid
@@ -183,6 +183,9 @@ def test_a_sweep_preflight_dry_runs_the_peer_on_the_dataset(trial, dataset, tmp_
     bad = Grid.make([config], [ENV], "0", 0, ["d3rlpy.algo = 'cql'"], str(script), data_args)
     with pytest.raises(ValueError, match="(?s)d3rlpy_bc.gin on Pendulum-v1 would fail.*'cql'"):
         preflight(bad, tmp_path / "sweep", script, sys.executable)
+    built = []
+    build = trial.build_model
+    monkeypatch.setattr(trial, "build_model", lambda *a, **k: built.append(build(*a, **k)))
     threads = torch.get_num_threads()  # main sets the trial's thread count
     try:
         argv = ["--config", config, "--env", ENV, "--run_dir", str(tmp_path / "run"), *data_args]
@@ -192,6 +195,7 @@ def test_a_sweep_preflight_dry_runs_the_peer_on_the_dataset(trial, dataset, tmp_
     finally:
         torch.set_num_threads(threads)
     assert not (tmp_path / "run").exists() and not (tmp_path / "sweep").exists()
+    assert len(built) == 1 and built[0].impl is not None  # the model was built on the dataset
 
 
 def test_a_cuda_device_on_a_machine_without_one_is_refused_with_the_fix(trial):

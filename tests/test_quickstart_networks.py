@@ -100,22 +100,17 @@ def test_gaussian_log_prob_is_the_density_of_the_env_unit_action():
 
 
 def test_gaussian_density_integrates_to_one_over_the_bounds():
-    """One action dimension on [5, 10]: the mean of exp(log_prob) over a fine grid of the
-    interval, times its length, is 1 only if log_prob is a density in env units."""
+    """One action dimension on [5, 10]: the trapezoid integral of exp(log_prob) over the
+    policy's own sorted samples is 1 (less the mass beyond the extreme samples) only if
+    log_prob is a density over env-unit actions (without the log-scale term it is 2.5)."""
     torch.manual_seed(0)
     box = spaces.Box(np.float32([5.0]), np.float32([10.0]))
     policy = GaussianPolicy(3, 1, 8, box).double()
-    s = states(1).double()
     with torch.no_grad():
-        mu, log_std = policy(s)
-    grid = torch.linspace(5.0, 10.0, 200_001, dtype=torch.float64)[1:-1, None]
-    u = torch.atanh((grid - 7.5) / 2.5)
-    log_p = torch.distributions.Normal(mu[0], log_std[0].exp()).log_prob(u) - torch.log(
-        2.5 * (1 - torch.tanh(u) ** 2)
-    )
-    # the policy's own log-prob at sampled points agrees with this formula (previous test);
-    # here the formula is checked to be normalised
-    assert float(log_p.exp().mean() * 5.0) == pytest.approx(1.0, abs=2e-3)
+        action, log_prob, _ = policy.sample(states(1).double().expand(400_000, 3))
+    order = action[:, 0].argsort()
+    integral = torch.trapezoid(log_prob[order, 0].exp(), action[order, 0])
+    assert float(integral) == pytest.approx(1.0, abs=2e-3)
 
 
 def test_gaussian_sample_is_reparameterised():
@@ -129,8 +124,8 @@ def test_gaussian_sample_is_reparameterised():
 def test_policies_without_an_action_space_act_in_unit_bounds():
     torch.manual_seed(0)
     gaussian = GaussianPolicy(3, 2, 8)
-    torch.testing.assert_close(gaussian.action_scale, torch.ones(2))
-    torch.testing.assert_close(gaussian.action_bias, torch.zeros(2))
+    # 0-dim tensors, as the interface's: float() works on them
+    assert float(gaussian.action_scale) == 1.0 and float(gaussian.action_bias) == 0.0
     action, _, mean = gaussian.sample(states())
     assert bool((action.abs() <= 1).all()) and bool((mean.abs() <= 1).all())
 
@@ -149,8 +144,8 @@ def test_deterministic_policy_noise_is_clipped_and_of_the_given_std():
     assert float(unit_noise.abs().max()) <= 0.25 + 1e-5
     inside = (mean[0] - BIAS) / SCALE  # the clamp to [-1, 1] only matters near the bounds
     assert bool((inside.abs() < 0.6).all())
-    # a normal of std 0.1 clipped at 2.5 std keeps a std of about 0.0986
-    assert unit_noise.std(0).tolist() == pytest.approx([0.0986, 0.0986], rel=0.03)
+    # a normal of std 0.1 clamped at 2.5 std keeps a std of 0.0989 (1.2% of draws at the clip)
+    assert unit_noise.std(0).tolist() == pytest.approx([0.0989, 0.0989], rel=0.03)
     unclipped = DeterministicPolicy(3, 2, 8, BOX, noise_std=1.0, noise_clip=None)
     with torch.no_grad():
         wide, _, _ = unclipped.sample(s)
@@ -165,6 +160,8 @@ def test_states_are_flattened_and_cast_and_wrong_widths_are_refused():
     policy = GaussianPolicy(6, 2, 8)
     flat = torch.randn(4, 6)
     torch.testing.assert_close(policy(flat.view(4, 2, 3))[0], policy(flat)[0])
+    torch.testing.assert_close(policy(flat.view(4, 1, 6))[0], policy(flat)[0])  # (B, 1, n)
+    torch.testing.assert_close(policy(flat[0])[0], policy(flat)[0][0])  # one state
     torch.testing.assert_close(policy(flat.double())[0], policy(flat)[0])
     with pytest.raises(ValueError, match=r"expects states of shape \(B, 6\).*got \(4, 5\)"):
         policy(torch.randn(4, 5))
@@ -203,7 +200,10 @@ def test_sac_exposes_its_networks_through_the_interface_classes():
         env_action = torch.tensor([[1.0]])  # 0.5 in the critics' [-1, 1]
         q1, q2 = critic(torch.as_tensor(obs)[None], env_action)
         both = sac.agent.critic(torch.as_tensor(obs)[None], torch.tensor([[0.5]]))
+        t1, t2 = target(torch.as_tensor(obs)[None], env_action)
+        target_both = sac.target_agent.critic(torch.as_tensor(obs)[None], torch.tensor([[0.5]]))
     torch.testing.assert_close(torch.stack([q1, q2]), both)
+    torch.testing.assert_close(torch.stack([t1, t2]), target_both)
 
 
 def test_sac_views_follow_training_and_a_replaced_network():
@@ -225,9 +225,31 @@ def test_deterministic_sac_policy_explores_with_its_own_noise():
     policy = sac.policy
     assert isinstance(policy, DeterministicPolicy) and policy.actor is sac.agent.actor
     assert policy.noise_std == 0.3 and policy.noise_clip is None
+    sac.exploration_noise = 0.5
+    assert sac.policy is policy and policy.noise_std == 0.5  # follows the agent's setting
     obs = torch.zeros(1, 3)
     with torch.no_grad():
         np.testing.assert_allclose(
             policy(obs)[0].numpy(), sac.select_action(np.zeros(3), evaluate=True), 1e-6
         )
     assert math.isclose(float(policy.action_scale), 2.0)
+
+
+def test_sac_views_of_a_sac_on_a_row_observation_and_of_a_beta_actor(tmp_path):
+    import gin
+
+    row = gym.wrappers.TransformObservation(
+        gym.make("Pendulum-v1"), lambda o: o[None], spaces.Box(-8.0, 8.0, (1, 3), np.float32)
+    )  # observations of shape (1, 3): batches are (B, 1, 3)
+    sac = SAC(row, hidden_size=16)
+    batch = torch.zeros(2, 1, 3)
+    action, log_prob, _ = sac.policy.sample(batch)
+    assert action.shape == (2, 1) and log_prob.shape == (2, 1)
+    assert sac.critic(batch, action)[0].shape == (2, 1)
+    gin.parse_config("ContinuousStochasticActor.beta_dist = True")
+    try:
+        beta = SAC(gym.make("Pendulum-v1"), hidden_size=16)
+    finally:
+        gin.clear_config()
+    with pytest.raises(ValueError, match="beta_dist = True.*Fix: use sac.agent.actor"):
+        _ = beta.policy

@@ -35,9 +35,9 @@ from super_sac.nets.mlps import (
 
 def _affine_bounds(action_space: Any, num_actions: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``action_scale = (high - low) / 2`` and ``action_bias = (high + low) / 2`` as ``(A,)``
-    float32 tensors (``1`` and ``0`` without an action space)."""
+    float32 tensors; without an action space the 0-dim tensors ``1`` and ``0``."""
     if action_space is None:
-        return torch.ones(num_actions), torch.zeros(num_actions)
+        return torch.tensor(1.0), torch.tensor(0.0)
     if not isinstance(action_space, spaces.Box):
         raise TypeError(
             f"action_space must be a gymnasium.spaces.Box, got {type(action_space).__name__}. "
@@ -83,14 +83,14 @@ class _SeedNetwork(nn.Module):
         self.register_buffer("action_bias", bias, persistent=False)
 
     def _states(self, state: torch.Tensor, network: nn.Module) -> torch.Tensor:
-        """``state`` as the network's float dtype: ``(..., num_inputs)`` as it is, a batch of
-        multi-dimensional observations ``(B, *obs_shape)`` flattened to ``(B, num_inputs)``."""
+        """``state`` in the network's float dtype: a batch ``(B, *obs_shape)`` flattened to
+        ``(B, num_inputs)``, one ``(num_inputs,)`` state as it is."""
         state = torch.as_tensor(state)
         dtype = next(network.parameters()).dtype
-        if state.shape[-1:] == (self.num_inputs,):
-            return state.to(dtype)
-        if state.dim() > 2 and math.prod(state.shape[1:]) == self.num_inputs:
-            return state.flatten(1).to(dtype)
+        if state.dim() >= 2 and math.prod(state.shape[1:]) == self.num_inputs:
+            return state.flatten(1).to(dtype)  # (B, num_inputs), also from (B, 1, n) or (B, h, w)
+        if state.shape == (self.num_inputs,):
+            return state.to(dtype)  # one state
         raise ValueError(
             f"{type(self).__name__} expects states of shape (B, {self.num_inputs}) (num_inputs="
             f"{self.num_inputs}), got {tuple(state.shape)}"
@@ -184,7 +184,8 @@ class GaussianPolicy(_SeedNetwork):
     :param num_actions: action width.
     :param hidden_dim: hidden width.
     :param action_space: a bounded ``Box`` giving ``action_scale = (high - low) / 2`` and
-        ``action_bias = (high + low) / 2``; ``None``: ``1`` and ``0`` (actions in ``[-1, 1]``).
+        ``action_bias = (high + low) / 2`` (``(A,)`` tensors); ``None``: the 0-dim tensors ``1``
+        and ``0`` (actions in ``[-1, 1]``).
     :param actor: wrap this existing actor (parameters shared) instead of building one.
     """
 
