@@ -45,6 +45,14 @@ class ConfigWarning(UserWarning):
     a value kept for the original super_sac's gin files whose meaning deserves a mention."""
 
 
+AUGMENTER_EXAMPLE = (
+    "super_sac.augmenter = @super_sac.augmentations.AugmentationSequence() with "
+    "super_sac.augmentations.AugmentationSequence.aug_list = "
+    "[@super_sac.augmentations.Drqv2Aug()]"
+)
+"""Two bindings that set DrQ-v2's random shift as the augmenter (what error messages suggest)."""
+
+
 def _err(binding: str, problem: str, fix: str) -> ConfigError:
     return ConfigError(f"super_sac.{binding}: {problem}. Fix: {fix}")
 
@@ -209,7 +217,6 @@ def validate_config(
     positive = (
         "checkpoint_interval",
         "keep_checkpoints",
-        "critic_updates_per_step",
         "batch_size",
         "target_delay",
         "actor_delay",
@@ -337,8 +344,24 @@ def _validate_observation_statistics(cfg: TrainConfig, agent: Agent) -> None:
 
 
 def _validate_update_counts(cfg: TrainConfig) -> None:
-    """A count of actor updates may be 0 only where that kind of update never runs (as the
-    original super_sac's gin files write ``afbc_actor_updates_per_step = 0`` for SAC)."""
+    """A count of updates may be 0 only where that kind of update never runs (as the original
+    super_sac's gin files write ``afbc_actor_updates_per_step = 0`` for SAC, and
+    ``critic_updates_per_step = 0`` for behavioral cloning alone)."""
+    critic_phases = [
+        f"{name} = {steps}"
+        for name, steps in (
+            ("num_steps_offline", cfg.num_steps_offline),
+            ("num_steps_online", cfg.num_steps_online),
+        )
+        if steps > 0
+    ]
+    if cfg.critic_updates_per_step < (1 if critic_phases else 0):
+        raise _err(
+            f"critic_updates_per_step = {cfg.critic_updates_per_step}",
+            f"must be >= 1 when critic updates run ({' and '.join(critic_phases)}; 0 only for "
+            "behavioral cloning alone)",
+            "set critic_updates_per_step to 1 or more",
+        )
     if cfg.use_pg_update_online and cfg.num_steps_online > 0 and cfg.pg_actor_updates_per_step == 0:
         raise _err(
             "pg_actor_updates_per_step = 0",
@@ -455,9 +478,11 @@ def _validate_unused_settings(cfg: TrainConfig) -> None:
         _warn(
             f"aug_mix = {cfg.aug_mix}",
             "it has no effect: no augmenter is set (super_sac.augmenter = None), so no "
-            "observation is augmented",
-            "remove the aug_mix binding, or set an augmenter (e.g. super_sac.augmenter = "
-            "@super_sac.augmentations.AugmentationSequence())",
+            "observation is augmented. (The original super_sac's pixel scripts passed their "
+            "own random shift to the loop, which overrode a gin file's augmenter = None: its "
+            "files that bind both were trained with augmentation.)",
+            f"remove the aug_mix binding, or set an augmenter: {AUGMENTER_EXAMPLE} (the DMC "
+            "and Atari scripts use DrQ-v2's random shift when the augmenter is left unbound)",
         )
     max_dist = cfg.smoothness_markov_max_dist
     smoothness_on = cfg.smoothness_markov_coeff > 0 and cfg.markov_abstraction_updates_per_step
@@ -538,9 +563,8 @@ def _validate_augmentation(cfg: TrainConfig, agent: Agent) -> None:
             ", ".join(active),
             "these settings build on augmented observations, but no augmenter is set "
             "(super_sac.augmenter = None)",
-            "set super_sac.augmenter (e.g. @super_sac.augmentations.AugmentationSequence()), "
-            "or put them back to their defaults (lambdas 0, aug_target_samples = "
-            "aug_critic_samples = 1)",
+            f"set an augmenter ({AUGMENTER_EXAMPLE}), or put them back to their defaults "
+            "(lambdas 0, aug_target_samples = aug_critic_samples = 1)",
         )
     if active and agent.ensemble_size > 1:
         raise _err(

@@ -345,8 +345,8 @@ def _validate(agent=None, **settings):
 @pytest.mark.parametrize(
     "settings, message",
     [
-        ({"encoder_lambda": 0.1}, r"encoder_lambda = 0.1: .*no augmenter is set.*Fix: set "
-                                  r"super_sac.augmenter"),
+        ({"encoder_lambda": 0.1}, r"encoder_lambda = 0.1: .*no augmenter is set.*Fix: set an "
+                                  r"augmenter \(super_sac.augmenter = "),
         ({"actor_lambda": 1.0}, r"actor_lambda = 1.0: .*no augmenter"),
         ({"aug_target_samples": 2, "aug_critic_samples": 2},
          r"aug_target_samples = 2, aug_critic_samples = 2: .*no augmenter"),

@@ -158,6 +158,25 @@ def test_aug_mix_without_an_augmenter_warns():
     (message,) = _validate(aug_mix=0.9)
     assert message.startswith("super_sac.aug_mix = 0.9: it has no effect: no augmenter is set")
     assert "Fix: remove the aug_mix binding" in message
+    assert "original super_sac's pixel scripts passed their own random shift" in message
+
+
+def test_the_augmenter_bindings_the_messages_suggest_build_a_random_shift():
+    import gin
+
+    from super_sac.augmentations import AugmentationSequence, Drqv2Aug
+    from super_sac.config import parse_gin
+    from super_sac.validation import AUGMENTER_EXAMPLE
+
+    bindings = AUGMENTER_EXAMPLE.split(" with ")
+    gin.clear_config()
+    try:
+        parse_gin([], bindings)
+        augmenter = gin.query_parameter("super_sac.augmenter").scoped_configurable_fn()
+    finally:
+        gin.clear_config()
+    assert isinstance(augmenter, AugmentationSequence)
+    assert [type(a) for a in augmenter.aug_list] == [Drqv2Aug]
     assert _validate() == [] and _validate(aug_mix=0) == []  # unset, or "augment nothing"
     with pytest.raises(ConfigError, match=r"aug_mix = 1.5: .*\[0, 1\]"):
         _validate(aug_mix=1.5)

@@ -7,6 +7,7 @@ run must finish with the expected number of env steps and critic updates, a fini
 return, and exactly the warnings its values call for.
 """
 
+import json
 import warnings
 from pathlib import Path
 
@@ -47,6 +48,7 @@ GYM = {
 def test_every_original_file_has_a_test():
     covered = set(GYM) | {"minatar_basic_online.gin", "atari_basic_online.gin"}
     covered |= {"minatar_basic_offline.gin", "d4rl_basic_afbc.gin"}  # DR3: tests/test_dr3.py
+    covered |= {"minatar_behavioral_cloning.gin"}
     assert {p.name for p in ORIGINAL.glob("*.gin")} == covered
 
 
@@ -92,6 +94,38 @@ def test_original_minatar_file_trains_unchanged():
     assert named == ["super_sac.init_alpha"]
 
 
+def test_original_minatar_behavioral_cloning_trains_unchanged(tmp_path):
+    """Behavioral cloning alone: the file's ``critic_updates_per_step = 0`` is accepted (no
+    critic update runs without offline or online steps) and only BC updates run."""
+    from super_sac import datasets as ds
+    from super_sac.wrappers import make_minatar_env
+
+    env = make_minatar_env("breakout", max_episode_steps=100)
+    episodes, _, act_space = ds.record_episodes(env, ds.random_policy(env, 0), 300, seed=0)
+    path = ds.save_npz(tmp_path / "breakout-random.npz", episodes, act_space)
+    argv = ["--game", "breakout", "--config", str(ORIGINAL / "minatar_behavioral_cloning.gin")]
+    argv += ["--dataset", str(path), "--seed", "0", "--max_episode_steps", "100"]
+    extra = ["super_sac.bc_warmup_steps = 20", "MinAtarEncoder.emb_dim = 8"]
+    summary, named = _run(cli.train_minatar, argv + _bindings(extra))
+    assert summary["env_steps"] == 0 and summary["critic_updates"] == 0
+    assert summary["actor_updates"] == 20  # the BC updates
+    assert np.isfinite(summary["final_eval_return"])
+    assert named == []
+
+
+def test_critic_updates_per_step_0_is_refused_where_critic_updates_run():
+    from super_sac.config import TrainConfig
+    from super_sac.validation import ConfigError, _validate_update_counts
+
+    _validate_update_counts(TrainConfig(critic_updates_per_step=0, num_steps_online=0))
+    with pytest.raises(ConfigError, match=r"critic_updates_per_step = 0.*num_steps_offline = 5"):
+        _validate_update_counts(
+            TrainConfig(critic_updates_per_step=0, num_steps_online=0, num_steps_offline=5)
+        )
+    with pytest.raises(ConfigError, match=r"critic_updates_per_step = -1"):
+        _validate_update_counts(TrainConfig(critic_updates_per_step=-1, num_steps_online=0))
+
+
 def test_original_atari_file_trains_unchanged():
     pytest.importorskip("ale_py")
     extra = [
@@ -106,5 +140,7 @@ def test_original_atari_file_trains_unchanged():
     assert summary["env_steps"] == 50 and summary["critic_updates"] == 20
     assert np.isfinite(summary["final_eval_return"])
     assert summary["eval_history"][-1]["length_mean"] <= 40
-    # aug_mix = .9 without an augmenter does nothing (announced once)
-    assert named == ["super_sac.aug_mix"]
+    # the file's aug_mix = .9 applies to the script's default random shift, as in the original
+    assert named == []
+    hparams = json.loads((Path(summary["run_dir"]) / "hparams.json").read_text())
+    assert hparams["augmenter"] == "AugmentationSequence"  # the default random shift

@@ -68,6 +68,7 @@ from super_sac.cli.recording import (
 )
 from super_sac.cli.runner import (
     CLI_ERRORS,
+    atari_loop_defaults,
     cli,
     dataset_loader,
     default_pixel_augmenter,
@@ -96,6 +97,7 @@ __all__ = [
     "add_dmc_args",
     "atari_agent",
     "atari_envs",
+    "atari_loop_defaults",
     "atari_parser",
     "build_agent",
     "build_parser",

@@ -547,8 +547,8 @@ def train_atari(
     description: str | None = None,
     script: str = "experiments/atari/train_atari.py",
 ) -> dict[str, Any]:
-    """Train SAC-Discrete on an Atari game: the command line of
-    ``experiments/atari/train_atari.py``.
+    """Train SAC-Discrete on an Atari game (frames shifted by DrQ-v2's random shift unless gin
+    binds ``super_sac.augmenter``): the command line of ``experiments/atari/train_atari.py``.
 
     :param argv: the command line (None: ``sys.argv[1:]``).
     :param search_dirs: where bare ``--config`` names are looked up (``experiments/atari``).
@@ -564,6 +564,7 @@ def train_atari(
         script=script,
         task_key="game",
         search_dirs=search_dirs,
+        loop_defaults=atari_loop_defaults,
         given=given,
     )
 
@@ -587,6 +588,16 @@ def dmc_loop_defaults(args: argparse.Namespace) -> dict[str, Any]:
     if args.from_states or _bound("augmenter"):
         return {}
     return {"augmenter": default_pixel_augmenter()}
+
+
+def atari_loop_defaults(args: argparse.Namespace) -> dict[str, Any]:
+    """The Atari script's loop settings where gin sets none: :func:`default_pixel_augmenter`,
+    as the original's Atari script passed DrQ-v2's random shift to the loop (and DrQ,
+    Kostrikov et al. 2020, shifts Atari frames by up to 4 pixels).
+
+    :param args: the command line of :func:`super_sac.cli.parsers.atari_parser` (unused).
+    """
+    return {} if _bound("augmenter") else {"augmenter": default_pixel_augmenter()}
 
 
 DMC_SAVED_ARGS = ("task", *DMC_ENV_OPTIONS, "dataset", "datasets_path")
