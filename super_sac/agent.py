@@ -30,10 +30,12 @@ ObsDict = Mapping[str, Any]
 ADV_METHODS = ("mean", "max", "indirect")
 
 
-def _unreadable(err: Exception, state: dict[str, torch.Tensor], batched: bool) -> Exception:
+def _unreadable(
+    err: Exception, state: dict[str, torch.Tensor], batched: bool, features: str = ""
+) -> Exception:
     """``err`` of the encoder or actor, of the same type, with the observations' shapes and
     the ``batched`` rule added (the usual cause: a batch passed without ``batched=True``, or a
-    single observation with it)."""
+    single observation with it), and ``features``, a note on the encoder's output."""
     shapes = {k: tuple(v.shape) for k, v in state.items()}
     note = "a leading dimension was added" if not batched else "taken as a batch"
     detail = str(err)
@@ -41,9 +43,9 @@ def _unreadable(err: Exception, state: dict[str, torch.Tensor], batched: bool) -
         key = err.args[0]
         detail = f"no observation key {key!r}" if " " not in str(key) else str(key)
     message = (
-        f"{detail}\n(the agent read observations of shapes {shapes}, {note}: batched={batched}. "
-        "Fix: pass one observation of the env's shape with batched=False, or a batch with a "
-        "leading dimension and batched=True, under the keys the encoder reads)"
+        f"{detail}\n(the agent read observations of shapes {shapes}, {note}: batched={batched}"
+        f"{features}. Fix: pass one observation of the env's shape with batched=False, or a "
+        "batch with a leading dimension and batched=True, under the keys the encoder reads)"
     )
     if isinstance(err, KeyError):  # KeyError would quote the message: a missing key is a value
         return ValueError(message)
@@ -333,10 +335,11 @@ class Agent(nn.Module):
         :return: numpy actions for numpy input, tensors for tensor input.
         """
         state, from_numpy = self._to_tensors(obs, batched)
+        rep = self._encode(state, batched)
         try:
-            action = self.mean_action(self.encoder(state))
-        except (RuntimeError, IndexError, KeyError) as err:
-            raise _unreadable(err, state, batched) from err
+            action = self.mean_action(rep)
+        except (RuntimeError, IndexError) as err:
+            raise self._unreadable_features(err, rep, state, batched) from err
         return self._to_output(action, batched, from_numpy)
 
     @torch.no_grad()
@@ -351,15 +354,41 @@ class Agent(nn.Module):
         :param batched: the arrays already carry a leading batch dimension (parallel envs).
         """
         state, from_numpy = self._to_tensors(obs, batched)
+        rep = self._encode(state, batched)
         try:
-            rep = self.encoder(state)
             if self.ensemble_size > 1:
                 action = self.explore_ensemble(rep)
             else:
                 action = self.actor(rep).sample() if self.stochastic else self.actor(rep)
+        except (RuntimeError, IndexError) as err:
+            raise self._unreadable_features(err, rep, state, batched) from err
+        return self._to_output(action, batched, from_numpy)
+
+    def _encode(self, state: dict[str, torch.Tensor], batched: bool) -> torch.Tensor:
+        """The encoder's features of an acting batch; its errors keep their type and gain the
+        observations' shapes and the ``batched`` rule."""
+        try:
+            return self.encoder(state)
         except (RuntimeError, IndexError, KeyError) as err:
             raise _unreadable(err, state, batched) from err
-        return self._to_output(action, batched, from_numpy)
+
+    def _unreadable_features(
+        self, err: Exception, rep: Any, state: dict[str, torch.Tensor], batched: bool
+    ) -> Exception:
+        """The actor's error on the encoder's features, as :func:`_unreadable`; when the
+        features are not the ``(batch, embedding_dim)`` tensor of the actor's dtype it was built
+        for, the note says so (observations of another shape, or an encoder whose
+        ``embedding_dim`` or dtype is not what its forward returns)."""
+        width = self.encoder.embedding_dim
+        dtype = next(self.actor.parameters()).dtype
+        if isinstance(rep, torch.Tensor) and (rep.shape[-1:] != (width,) or rep.dtype != dtype):
+            return _unreadable(err, state, batched, features=(
+                f"; the encoder {type(self.encoder).__name__} made features of shape "
+                f"{tuple(rep.shape)} {rep.dtype} of them, but the actor reads (batch, "
+                f"embedding_dim = {width}) {dtype}: if the observations are right, the "
+                "encoder's embedding_dim or dtype is not what its forward returns"
+            ))  # fmt: skip
+        return _unreadable(err, state, batched)
 
     def explore_ensemble(self, state_rep: torch.Tensor) -> torch.Tensor:
         """Exploration actions ``(B, A)`` of an actor ensemble (Lee et al. 2021, eq. 6).

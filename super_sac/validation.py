@@ -23,6 +23,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from super_sac.agent import Agent
+from super_sac.augmentations import AugmentationSequence
 from super_sac.config import TrainConfig, format_type
 from super_sac.evaluation import EVAL_METRICS, METRIC_ALIASES, eval_metric
 from super_sac.loggers import resolve_wandb_target
@@ -326,6 +327,7 @@ def validate_config(
     _validate_video(cfg, test_env)
     _validate_envs(cfg, agent, train_env, test_env)
     _validate_encoder_probe(agent, train_env)
+    _validate_image_scale(agent, train_env)
     _validate_augmenter_probe(cfg, agent, train_env)
 
 
@@ -691,6 +693,47 @@ def _env_zero_observations(train_env: Any, device: torch.device) -> dict[str, to
     return _zero_observations(obs_space, device)
 
 
+def _looks_channels_last(shape: tuple[int, ...]) -> bool:
+    """An image of shape ``(H, W, C)``: three axes, the last at most 4 and both others larger
+    (a ``(C, H, W)`` image has its small axis first)."""
+    return len(shape) == 3 and shape[2] <= 4 < min(shape[0], shape[1])
+
+
+def _channels_last_keys(obs: dict[str, torch.Tensor]) -> list[str]:
+    """The keys of a probe batch whose observations look ``(H, W, C)``."""
+    return [k for k, v in obs.items() if _looks_channels_last(tuple(v.shape[1:]))]
+
+
+def _channels_first_fix(keys: list[str]) -> str:
+    shown = ", ".join(repr(k) for k in keys)
+    return (
+        f". The image key(s) {shown} look channels-last (H, W, C), but image encoders and "
+        f"augmentations read (C, H, W). Fix: wrap the env with "
+        f"super_sac.wrappers.ChannelsFirstWrapper(env, keys={tuple(keys)!r})"
+    )
+
+
+def _validate_image_scale(agent: Agent, train_env: Any) -> None:
+    """A built-in image encoder (``pixel_scale < 1``, made for 8-bit pixels) reading float
+    images declared within ``[0, 1]`` would scale them twice, to at most 1/255."""
+    encoder = agent.encoder
+    scale, key = getattr(encoder, "pixel_scale", None), getattr(encoder, "image_key", None)
+    obs_space = getattr(train_env, "single_observation_space", train_env.observation_space)
+    if not isinstance(scale, float) or scale >= 1.0 or not isinstance(obs_space, spaces.Dict):
+        return
+    space = obs_space.spaces.get(key)
+    if not isinstance(space, spaces.Box) or not np.issubdtype(space.dtype, np.floating):
+        return
+    if float(np.max(space.high)) <= 1.0:
+        raise ConfigError(
+            f"the encoder {type(encoder).__name__} multiplies its images by pixel_scale = "
+            f"{scale:.6g} (made for uint8 pixels in 0..255), but {key!r} holds floats within "
+            f"[0, 1]: they would reach the network as at most {scale:.6g}. Fix: wrap the env "
+            f"with super_sac.wrappers.Uint8Wrapper(env, keys=({key!r},)) (a quarter of the "
+            f"replay memory), or build the encoder with pixel_scale=1.0"
+        )
+
+
 def _has_lazy_parameters(module: torch.nn.Module) -> bool:
     lazy = (torch.nn.parameter.UninitializedParameter, torch.nn.parameter.UninitializedBuffer)
     return any(isinstance(t, lazy) for t in (*module.parameters(), *module.buffers()))
@@ -726,20 +769,30 @@ def _validate_encoder_probe(agent: Agent, train_env: Any) -> None:
     except Exception as exc:  # any failure of user code, reported with the observations
         layout = {k: f"{tuple(v.shape[1:])} {str(v.dtype).replace('torch.', '')}"
                   for k, v in obs.items()}  # fmt: skip
+        detail = str(exc).rstrip(". ")
+        hwc = _channels_last_keys(obs)
+        if hwc:
+            fix = _channels_first_fix(hwc)
+        elif "Fix:" in detail:  # the encoder's own message says what to do
+            fix = ""
+        else:
+            fix = (". Fix: build the encoder for these keys and shapes (FlatEncoder(dim) takes "
+                   "the sum of the keys' flat sizes)")  # fmt: skip
         raise ConfigError(
             f"the encoder {name} cannot read the env's observations {layout} (a batch of "
-            f"{_PROBE_BATCH}; float64 arrives as float32): {type(exc).__name__}: {exc}. Fix: "
-            "build the encoder for these keys and shapes (FlatEncoder(dim) takes the sum of the "
-            "keys' flat sizes)"
+            f"{_PROBE_BATCH}; float64 arrives as float32): {type(exc).__name__}: {detail}{fix}"
         ) from exc
     finally:
         encoder.train(training)
     expected = (_PROBE_BATCH, agent.encoder.embedding_dim)
-    if not (isinstance(out, torch.Tensor) and out.is_floating_point()):
+    feature_dtype = next(agent.actor.parameters()).dtype
+    if not (isinstance(out, torch.Tensor) and out.dtype == feature_dtype):
         got = type(out).__name__ if not isinstance(out, torch.Tensor) else f"{out.dtype} tensor"
+        dtype = str(feature_dtype).replace("torch.", "")
         raise ConfigError(
-            f"the encoder {name} returns {got}, but the actor and critics read a float tensor "
-            f"of shape (batch, embedding_dim). Fix: return float features from forward"
+            f"the encoder {name} returns a {got}, but the actor and critics read {dtype} "
+            f"features of shape (batch, embedding_dim). Fix: return {dtype} features from "
+            f"forward (e.g. end it with .to(torch.{dtype}))"
         )
     if tuple(out.shape) != expected:
         flat = sum(int(np.prod(v.shape[1:])) for v in obs.values())
@@ -761,10 +814,37 @@ def _validate_augmenter_probe(cfg: TrainConfig, agent: Agent, train_env: Any) ->
     obs = _env_zero_observations(train_env, agent.device)
     if not obs:
         return
+    _validate_augmented_keys(cfg.augmenter, obs)
     devices = [agent.device] if agent.device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices), torch.no_grad():
         aug_obs = _probe_augmenter_call(cfg, obs)
         _probe_encoder(agent, aug_obs)
+
+
+def _validate_augmented_keys(augmenter: Any, obs: dict[str, torch.Tensor]) -> None:
+    """An :class:`AugmentationSequence` shifts and crops the last two axes of ``(C, H, W)``
+    images: refuse channels-last images (it would shift along the colour axis), and warn when
+    it finds no image to augment."""
+    if not isinstance(augmenter, AugmentationSequence):
+        return
+    keys = augmenter.keys if augmenter.keys is not None else [
+        k for k, v in obs.items() if v.dim() == 4
+    ]  # fmt: skip
+    hwc = _channels_last_keys({k: obs[k] for k in keys if k in obs})
+    if hwc:
+        raise _err(
+            f"augmenter = {augmenter!r}",
+            "it would shift and crop the last two axes of images it reads as (C, H, W)"
+            + _channels_first_fix(hwc).split(". Fix: ")[0],
+            _channels_first_fix(hwc).split(". Fix: ")[1],
+        )
+    if not keys:
+        _warn(
+            f"augmenter = {augmenter!r}",
+            f"it has nothing to augment: none of the observation keys {sorted(obs)} holds "
+            "(C, H, W) images, so every batch passes through unchanged",
+            "remove the augmenter binding (state observations need none)",
+        )
 
 
 def _probe_augmenter_call(cfg: TrainConfig, obs: dict[str, torch.Tensor]) -> dict[str, Any]:
@@ -988,8 +1068,7 @@ def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym
         if not isinstance(obs_space, spaces.Dict):
             raise ConfigError(
                 f"{label} returns {type(obs_space).__name__} observations, but super_sac needs "
-                "dict observations. Fix: wrap the env with super_sac.wrappers.SimpleGymWrapper "
-                "(Box -> {'obs': ...}) or your own ObservationWrapper returning a dict."
+                f"dict observations. Fix: {_dict_wrapper_fix(obs_space)}"
             )
         if isinstance(act_space, spaces.Discrete) or agent.discrete:
             _validate_discrete_space(label, act_space, agent)
@@ -1012,6 +1091,7 @@ def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym
                 f"Agent.act_space_size = {agent.act_space_size}. Fix: build the Agent with "
                 f"act_space_size={int(np.prod(act_space.shape))}."
             )
+    _validate_same_observations(train_env, test_env)
     if cfg.num_steps_online > 0 and _same_env(train_env, test_env):
         raise ConfigError(
             "train_env and test_env are the same env object: every evaluation would reset the "
@@ -1047,6 +1127,55 @@ def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym
                 "env its own limit (gymnasium.wrappers.TimeLimit, or gymnasium.make(..., "
                 "max_episode_steps=N))",
             )
+
+
+def _dict_wrapper_fix(obs_space: spaces.Space) -> str:
+    """The wrapper that makes dict observations of ``obs_space``."""
+    shape = getattr(obs_space, "shape", None) or ()
+    if isinstance(obs_space, spaces.Box) and obs_space.dtype == np.uint8 and len(shape) == 3:
+        fix = (
+            "wrap the env with super_sac.wrappers.DictObsWrapper(env, 'image') (keeps the "
+            "uint8 pixels; SimpleGymWrapper would store them as float32, 4x the memory)"
+        )
+        if _looks_channels_last(tuple(shape)):
+            fix += ", then ChannelsFirstWrapper, since these look (H, W, C)"
+        return fix
+    return (
+        "wrap the env with super_sac.wrappers.SimpleGymWrapper (Box -> {'obs': ...}), "
+        "DictObsWrapper for images, or your own ObservationWrapper returning a dict"
+    )
+
+
+def _observation_layout(env: Any) -> dict[str, tuple[tuple[int, ...], str]]:
+    """``{key: (shape, dtype)}`` of an env's dict observations as the agent reads them
+    (float64 is acted on as float32)."""
+    space = getattr(env, "single_observation_space", env.observation_space)
+    layout = {}
+    for key, sub in space.spaces.items():
+        dtype = np.dtype(np.float32 if sub.dtype == np.float64 else sub.dtype)
+        layout[key] = (tuple(sub.shape or ()), dtype.name)
+    return layout
+
+
+def _validate_same_observations(train_env: Any, test_env: gym.Env) -> None:
+    """The test env is evaluated by the agent built for the train env's observations: the two
+    must have the same keys, shapes and dtypes (an evaluation would crash, or silently read
+    other images, e.g. a centre crop of larger frames)."""
+    train, test = _observation_layout(train_env), _observation_layout(test_env)
+    if train == test:
+        return
+    diffs = [f"missing key {k!r}" for k in train if k not in test]
+    diffs += [f"extra key {k!r}" for k in test if k not in train]
+    diffs += [
+        f"{k!r} is {test[k][0]} {test[k][1]} (train_env: {train[k][0]} {train[k][1]})"
+        for k in train
+        if k in test and test[k] != train[k]
+    ]
+    raise ConfigError(
+        f"test_env's observations differ from train_env's: {'; '.join(diffs)}. The agent "
+        "evaluates on test_env with the encoder built for train_env's observations. Fix: "
+        "build both envs with the same options and wrappers (image size, keys, layout)"
+    )
 
 
 def _same_env(train_env: Any, test_env: gym.Env) -> bool:

@@ -243,8 +243,20 @@ class _DictKeysWrapper(gym.ObservationWrapper):
         if missing:
             raise KeyError(f"{type(self).__name__}: keys {missing} not in {sorted(space.spaces)}")
         self.observation_space = spaces.Dict(
-            {k: self.transform_space(s) if k in self.keys else s for k, s in space.spaces.items()}
+            {k: self._key_space(k, s) if k in self.keys else s for k, s in space.spaces.items()}
         )
+
+    def _key_space(self, key: str, space: spaces.Space) -> spaces.Space:
+        """:meth:`transform_space` of one key, its refusal naming the key and the fix."""
+        try:
+            return self.transform_space(space)
+        except ValueError as err:
+            images = [k for k, s in self.env.observation_space.spaces.items()
+                      if len(getattr(s, "shape", None) or ()) == 3]  # fmt: skip
+            raise ValueError(
+                f"{type(self).__name__}: key {key!r}: {err}. Fix: pass keys= naming the image "
+                f"keys only (here perhaps keys={tuple(images)!r})"
+            ) from None
 
     def transform_space(self, space: spaces.Space) -> spaces.Space:
         raise NotImplementedError
@@ -262,22 +274,48 @@ class _DictKeysWrapper(gym.ObservationWrapper):
 class Uint8Wrapper(_DictKeysWrapper):
     """Store image keys as ``uint8`` (a quarter of float32's replay memory).
 
-    Float images with values in ``[0, 1]`` are multiplied by 255 and rounded; bool and integer
-    images are cast as they are (MinAtar's 0/1 grids stay 0/1). Encoders convert back to float on
-    the device (:class:`super_sac.nets.cnns.ImageEncoder`).
+    Float images are read by their space's bounds: declared within ``[0, 1]`` they are
+    multiplied by 255 and rounded; declared within ``[0, 255]`` (pixel values held as floats)
+    they are rounded; other float bounds (negative, above 255, infinite) are refused, since no
+    rule maps them to bytes. Bool and integer images are cast as they are (MinAtar's 0/1 grids
+    stay 0/1). Encoders convert back to float on the device
+    (:class:`super_sac.nets.cnns.ImageEncoder`).
 
     :param env: an environment with a ``Dict`` observation space.
     :param keys: the keys to convert (default: all).
     """
 
+    def __init__(self, env: gym.Env, keys: tuple[str, ...] | None = None) -> None:
+        self._factors: dict[str, float] = {}
+        super().__init__(env, keys)
+
+    def _key_space(self, key: str, space: spaces.Space) -> spaces.Space:
+        if np.issubdtype(space.dtype, np.floating):
+            low, high = float(np.min(space.low)), float(np.max(space.high))
+            if low < 0 or not high <= 255:
+                raise ValueError(
+                    f"Uint8Wrapper: key {key!r} holds floats in [{low}, {high}], but only images "
+                    "declared within [0, 1] (scaled by 255) or [0, 255] (rounded) map to bytes. "
+                    "Fix: declare the image's true bounds in its Box, or pass keys= naming only "
+                    "image keys"
+                )
+            self._factors[key] = 255.0 if high <= 1.0 else 1.0
+        return super()._key_space(key, space)
+
     def transform_space(self, space: spaces.Space) -> spaces.Box:
         high = 255 if np.issubdtype(space.dtype, np.floating) else int(min(np.max(space.high), 255))
         return spaces.Box(0, max(high, 1), shape=space.shape, dtype=np.uint8)
 
-    def transform(self, value: np.ndarray) -> np.ndarray:
+    def transform(self, value: np.ndarray, factor: float = 255.0) -> np.ndarray:
         if np.issubdtype(value.dtype, np.floating):
-            return np.clip(np.rint(value * 255.0), 0, 255).astype(np.uint8)
+            return np.clip(np.rint(value * factor), 0, 255).astype(np.uint8)
         return value.astype(np.uint8)
+
+    def observation(self, observation: dict[str, Any]) -> dict[str, np.ndarray]:
+        return {
+            k: self.transform(np.asarray(v), self._factors.get(k, 255.0)) if k in self.keys else v
+            for k, v in observation.items()
+        }
 
 
 class ChannelsFirstWrapper(_DictKeysWrapper):
@@ -289,7 +327,7 @@ class ChannelsFirstWrapper(_DictKeysWrapper):
 
     def transform_space(self, space: spaces.Space) -> spaces.Box:
         if len(space.shape) != 3:
-            raise ValueError(f"ChannelsFirstWrapper expects (H, W, C) images, got {space.shape}")
+            raise ValueError(f"expects (H, W, C) images, got shape {space.shape}")
         low = np.moveaxis(np.broadcast_to(space.low, space.shape), -1, 0)
         high = np.moveaxis(np.broadcast_to(space.high, space.shape), -1, 0)
         return spaces.Box(low, high, dtype=space.dtype)

@@ -227,6 +227,10 @@ def test_atari_bytes_per_transition():
         ReplayBuffer(10, verbose=False, frame_stack={"obs": 4}).allocate(space((6, 8, 8)), actions)
     with pytest.raises(ValueError, match="do not have"):
         ReplayBuffer(10, verbose=False, frame_stack={"x": 4}).allocate(space((4, 8, 8)), actions)
+    # a vector is no stack of frames: refused at allocation, not when the store fills up
+    with pytest.raises(ValueError, match=r"frame_stack\['obs'\] = 2: 'obs' has shape \(2,\), not "
+                       r"a stack of frames.*Fix"):  # fmt: skip
+        ReplayBuffer(10, verbose=False, frame_stack={"obs": 2}).allocate(space((2,)), actions)
 
 
 class _FlattenDict(gym.ObservationWrapper):

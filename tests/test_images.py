@@ -164,6 +164,43 @@ def test_uint8_channels_first_keep_keys_chain():
         Uint8Wrapper(ImageEnv())
 
 
+class _DictImageEnv(gym.Env):
+    """One float image key of the given bounds and a 2-d vector key."""
+
+    def __init__(self, high=255.0):
+        self.observation_space = spaces.Dict(
+            {
+                "image": spaces.Box(0.0, high, (4, 4, 3), np.float32),
+                "vel": spaces.Box(-1.0, 1.0, (2,), np.float32),
+            }
+        )
+        self.action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        image = np.full((4, 4, 3), 0.4, np.float32) * self.observation_space["image"].high
+        return {"image": image, "vel": np.zeros(2, np.float32)}, {}
+
+
+def test_uint8_wrapper_reads_float_images_by_their_declared_bounds():
+    # pixel values held as floats in [0, 255]: rounded, not multiplied by 255 (102.0 stays 102)
+    obs, _ = Uint8Wrapper(_DictImageEnv(255.0), keys=("image",)).reset()
+    assert obs["image"].dtype == np.uint8 and int(obs["image"][0, 0, 0]) == 102
+    # within [0, 1]: 0.4 * 255 = 102
+    obs, _ = Uint8Wrapper(_DictImageEnv(1.0), keys=("image",)).reset()
+    assert int(obs["image"][0, 0, 0]) == 102
+    with pytest.raises(ValueError, match=r"key 'image' holds floats in \[0.0, inf\].*Fix"):
+        Uint8Wrapper(_DictImageEnv(np.inf), keys=("image",))
+    with pytest.raises(ValueError, match=r"key 'vel' holds floats in \[-1.0, 1.0\]"):
+        Uint8Wrapper(_DictImageEnv(255.0))  # every key, the vector too
+
+
+def test_channels_first_wrapper_names_a_key_that_is_no_image():
+    with pytest.raises(ValueError, match=r"key 'vel': expects \(H, W, C\).*keys=\('image',\)"):
+        ChannelsFirstWrapper(_DictImageEnv())
+    env = ChannelsFirstWrapper(_DictImageEnv(), keys=("image",))
+    assert env.observation_space["image"].shape == (3, 4, 4)
+
+
 def test_minatar_adapter_spaces_and_a_seeded_episode():
     env = make_minatar_env("breakout", max_episode_steps=200)
     assert env.observation_space["obs"].shape == (4, 10, 10)

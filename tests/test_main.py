@@ -13,9 +13,10 @@ import torch
 from gymnasium import spaces
 
 import super_sac
-from super_sac import Agent, ReplayBuffer, cli, nets
+from super_sac import Agent, ReplayBuffer, augmentations, cli, nets
 from super_sac.config import GinConfigError, parse_gin
 from super_sac.main import ConfigError, TrainConfig, Trainer
+from super_sac.validation import ConfigWarning
 from super_sac.wrappers import NormActionSpace, SimpleGymWrapper, make_gym_env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -519,6 +520,136 @@ def test_an_encoder_whose_width_is_not_its_embedding_dim_fails_before_training()
     with pytest.raises(ConfigError, match=r"WrongWidth returns features of shape \(2, 3\) for a "
                        r"batch of 2, but its embedding_dim is 5.*Fix"):  # fmt: skip
         _run(agent=Agent(1, WrongWidth(3), hidden_size=8), num_steps_online=5)
+
+
+class ImageObs(gym.ObservationWrapper):
+    """Pendulum seen as a ``{"image"}`` dict of the given shape and dtype (plus a "vel" key)."""
+
+    def __init__(self, env, shape=(3, 8, 8), dtype=np.uint8, high=255, vel=True):
+        super().__init__(env)
+        keys = {"image": spaces.Box(0, high, shape, dtype)}
+        if vel:
+            keys["vel"] = spaces.Box(-8.0, 8.0, (1,), np.float32)
+        self.observation_space = spaces.Dict(keys)
+
+    def observation(self, obs):
+        space = self.observation_space
+        out = {
+            "image": np.full(space["image"].shape, 0.5 * space["image"].high, space["image"].dtype)
+        }
+        if "vel" in space.spaces:
+            out["vel"] = obs[2:3].astype(np.float32)
+        return out
+
+
+def _image_env(**kwargs):
+    return NormActionSpace(ImageObs(gym.make("Pendulum-v1", max_episode_steps=50), **kwargs))
+
+
+class PermutingEncoder(nets.Encoder):
+    """Reads (H, W, C) images itself: a user's fix for channels-last frames."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 2, 3)
+
+    @property
+    def embedding_dim(self) -> int:
+        return 2 * 6 * 6 + 1
+
+    def forward(self, obs_dict):
+        image = obs_dict["image"].float().permute(0, 3, 1, 2) / 255.0
+        return torch.cat([self.conv(image).flatten(1), obs_dict["vel"]], dim=-1)
+
+
+def test_a_test_env_with_other_observations_is_refused_before_training():
+    agent = Agent(1, ConvAndStateEncoder(3, 1, emb_dim=8), hidden_size=8)
+    with pytest.raises(
+        ConfigError,
+        match=r"test_env's observations differ from train_env's: "
+        r"'image' is \(3, 10, 10\) uint8 \(train_env: \(3, 8, 8\) uint8\).*Fix",
+    ):
+        _run(agent=agent, train_env=_image_env(), test_env=_image_env(shape=(3, 10, 10)))
+    with pytest.raises(ConfigError, match=r"missing key 'vel'"):
+        _run(agent=agent, train_env=_image_env(), test_env=_image_env(vel=False))
+
+
+def test_channels_last_images_are_named_with_the_wrapper_that_fixes_them():
+    hwc = {"shape": (8, 8, 3)}
+    agent = Agent(1, ConvAndStateEncoder(3, 1, emb_dim=8), hidden_size=8)
+    with pytest.raises(
+        ConfigError,
+        match=r"cannot read .*'image' look channels-last \(H, W, C\)"
+        r".*Fix: wrap the env with super_sac.wrappers.ChannelsFirstWrapper\(env, "
+        r"keys=\('image',\)\)",
+    ):
+        _run(agent=agent, train_env=_image_env(**hwc), test_env=_image_env(**hwc))
+    # an encoder that permutes the frames itself trains, but an augmenter would shift colours
+    _run(
+        agent=Agent(1, PermutingEncoder(), hidden_size=8),
+        train_env=_image_env(**hwc),
+        test_env=_image_env(**hwc),
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"augmenter = .*shift and crop the last two axes.*"
+        r"'image' look channels-last.*Fix: wrap the env",
+    ):
+        _run(
+            agent=Agent(1, PermutingEncoder(), hidden_size=8),
+            train_env=_image_env(**hwc),
+            test_env=_image_env(**hwc),
+            augmenter=augmentations.AugmentationSequence([augmentations.Drqv2Aug()]),
+        )
+
+
+def test_an_augmenter_without_images_to_augment_warns():
+    with pytest.warns(ConfigWarning, match=r"augmenter = .*nothing to augment.*\['obs'\]"):
+        _run(augmenter=augmentations.AugmentationSequence([augmentations.Drqv2Aug()]))
+
+
+def test_an_encoder_returning_float64_features_is_refused_before_training():
+    class Float64(nets.FlatEncoder):
+        def forward(self, obs_dict):
+            return super().forward(obs_dict).double()
+
+    with pytest.raises(
+        ConfigError,
+        match=r"Float64 returns a torch.float64 tensor, but the actor "
+        r"and critics read float32.*Fix: return float32",
+    ):
+        _run(agent=Agent(1, Float64(3), hidden_size=8))
+
+
+def test_a_pixel_encoder_on_float_images_in_0_1_is_refused():
+    floats = {"shape": (3, 16, 16), "dtype": np.float32, "high": 1.0, "vel": False}
+    agent = Agent(
+        1, nets.cnns.DrQPixelEncoder(3, 8, image_key="image", image_size=16), hidden_size=8
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"pixel_scale = 0.00392157.*'image' holds floats within "
+        r"\[0, 1\].*Fix: wrap the env with super_sac.wrappers.Uint8Wrapper",
+    ):
+        _run(agent=agent, train_env=_image_env(**floats), test_env=_image_env(**floats))
+
+
+def test_a_non_dict_image_env_is_pointed_to_the_wrapper_that_keeps_uint8():
+    class Frames(gym.ObservationWrapper):
+        def __init__(self, env):
+            super().__init__(env)
+            self.observation_space = spaces.Box(0, 255, (8, 8, 3), np.uint8)
+
+        def observation(self, obs):
+            return np.zeros((8, 8, 3), np.uint8)
+
+    env = NormActionSpace(Frames(gym.make("Pendulum-v1")))
+    with pytest.raises(
+        ConfigError,
+        match=r"Box observations.*DictObsWrapper\(env, 'image'\) "
+        r"\(keeps the uint8 pixels.*then ChannelsFirstWrapper",
+    ):
+        _run(train_env=env, test_env=NormActionSpace(Frames(gym.make("Pendulum-v1"))))
 
 
 def test_one_env_object_as_train_and_test_env_is_refused_online_only():

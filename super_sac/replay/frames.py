@@ -79,7 +79,13 @@ class FrameStore:
         stack = int(stack)
         if stack < 1:
             raise ValueError(f"frame_stack[{key!r}] must be >= 1, got {stack}")
-        if len(shape) < 1 or shape[0] % stack:
+        if len(shape) < 2:
+            raise ValueError(
+                f"frame_stack[{key!r}] = {stack}: {key!r} has shape {tuple(shape)}, not a stack "
+                "of frames (C * k, H, W) whose consecutive steps share k - 1 frames, so its "
+                "frames cannot be stored once. Fix: name only stacked image keys in frame_stack"
+            )
+        if shape[0] % stack:
             raise ValueError(
                 f"frame_stack[{key!r}] = {stack}: the observation's first axis ({shape}) is not "
                 "a multiple of the stack depth (frames are stacked along axis 0)"
