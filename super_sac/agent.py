@@ -383,8 +383,8 @@ class Agent(nn.Module):
         dtype = next(self.actor.parameters()).dtype
         if isinstance(rep, torch.Tensor) and (rep.shape[-1:] != (width,) or rep.dtype != dtype):
             return _unreadable(err, state, batched, features=(
-                f"; the encoder {type(self.encoder).__name__} made features of shape "
-                f"{tuple(rep.shape)} {rep.dtype} of them, but the actor reads (batch, "
+                f"; from them the encoder {type(self.encoder).__name__} made features of "
+                f"shape {tuple(rep.shape)} ({rep.dtype}), but the actor reads (batch, "
                 f"embedding_dim = {width}) {dtype}: if the observations are right, the "
                 "encoder's embedding_dim or dtype is not what its forward returns"
             ))  # fmt: skip

@@ -327,6 +327,7 @@ def validate_config(
     _validate_video(cfg, test_env)
     _validate_envs(cfg, agent, train_env, test_env)
     _validate_encoder_probe(agent, train_env)
+    _validate_same_observations(agent, train_env, test_env)
     _validate_image_scale(agent, train_env)
     _validate_augmenter_probe(cfg, agent, train_env)
 
@@ -480,9 +481,9 @@ def _validate_unused_settings(cfg: TrainConfig) -> None:
         _warn(
             f"aug_mix = {cfg.aug_mix}",
             "it has no effect: no augmenter is set (super_sac.augmenter = None), so no "
-            "observation is augmented. (The original super_sac's pixel scripts passed their "
-            "own random shift to the loop, which overrode a gin file's augmenter = None: its "
-            "files that bind both were trained with augmentation.)",
+            "observation is augmented; the original super_sac's pixel scripts passed their "
+            "own random shift to the loop, which overrode a gin file's augmenter = None, so its "
+            "files that bind both were trained with augmentation",
             f"remove the aug_mix binding, or set an augmenter: {AUGMENTER_EXAMPLE} (the DMC "
             "and Atari scripts use DrQ-v2's random shift when the augmenter is left unbound)",
         )
@@ -694,9 +695,10 @@ def _env_zero_observations(train_env: Any, device: torch.device) -> dict[str, to
 
 
 def _looks_channels_last(shape: tuple[int, ...]) -> bool:
-    """An image of shape ``(H, W, C)``: three axes, the last at most 4 and both others larger
-    (a ``(C, H, W)`` image has its small axis first)."""
-    return len(shape) == 3 and shape[2] <= 4 < min(shape[0], shape[1])
+    """An image of shape ``(H, W, C)``: three axes, the last smaller than both others (a
+    ``(C, H, W)`` image has its channel axis first; a square one like MinAtar's ``(10, 10,
+    10)`` is not judged)."""
+    return len(shape) == 3 and shape[2] < min(shape[0], shape[1])
 
 
 def _channels_last_keys(obs: dict[str, torch.Tensor]) -> list[str]:
@@ -724,13 +726,19 @@ def _validate_image_scale(agent: Agent, train_env: Any) -> None:
     space = obs_space.spaces.get(key)
     if not isinstance(space, spaces.Box) or not np.issubdtype(space.dtype, np.floating):
         return
-    if float(np.max(space.high)) <= 1.0:
+    low, high = float(np.min(space.low)), float(np.max(space.high))
+    if high <= 1.0:
+        uint8 = (
+            f"wrap the env with super_sac.wrappers.Uint8Wrapper(env, keys=({key!r},)) (a "
+            "quarter of the replay memory), or "
+            if low >= 0
+            else ""
+        )
         raise ConfigError(
             f"the encoder {type(encoder).__name__} multiplies its images by pixel_scale = "
-            f"{scale:.6g} (made for uint8 pixels in 0..255), but {key!r} holds floats within "
-            f"[0, 1]: they would reach the network as at most {scale:.6g}. Fix: wrap the env "
-            f"with super_sac.wrappers.Uint8Wrapper(env, keys=({key!r},)) (a quarter of the "
-            f"replay memory), or build the encoder with pixel_scale=1.0"
+            f"{scale:.6g} (made for uint8 pixels in 0..255), but {key!r} holds floats declared "
+            f"in [{low:g}, {high:g}]: they would reach the network within {scale * high:.6g} "
+            f"of zero. Fix: {uint8}build the encoder with pixel_scale=1.0"
         )
 
 
@@ -843,7 +851,9 @@ def _validate_augmented_keys(augmenter: Any, obs: dict[str, torch.Tensor]) -> No
             f"augmenter = {augmenter!r}",
             f"it has nothing to augment: none of the observation keys {sorted(obs)} holds "
             "(C, H, W) images, so every batch passes through unchanged",
-            "remove the augmenter binding (state observations need none)",
+            "remove the augmenter binding (state observations need none; a config written for "
+            "pixels binds one, e.g. the DMC script's default drqv2.gin with --from_states: "
+            "pass a state config such as --config sac_state.gin)",
         )
 
 
@@ -1091,7 +1101,6 @@ def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym
                 f"Agent.act_space_size = {agent.act_space_size}. Fix: build the Agent with "
                 f"act_space_size={int(np.prod(act_space.shape))}."
             )
-    _validate_same_observations(train_env, test_env)
     if cfg.num_steps_online > 0 and _same_env(train_env, test_env):
         raise ConfigError(
             "train_env and test_env are the same env object: every evaluation would reset the "
@@ -1134,8 +1143,9 @@ def _dict_wrapper_fix(obs_space: spaces.Space) -> str:
     shape = getattr(obs_space, "shape", None) or ()
     if isinstance(obs_space, spaces.Box) and obs_space.dtype == np.uint8 and len(shape) == 3:
         fix = (
-            "wrap the env with super_sac.wrappers.DictObsWrapper(env, 'image') (keeps the "
-            "uint8 pixels; SimpleGymWrapper would store them as float32, 4x the memory)"
+            "wrap the env with super_sac.wrappers.DictObsWrapper(env) (the frames under 'obs', "
+            "the key the built-in image encoders read; it keeps the uint8 pixels, where "
+            "SimpleGymWrapper would store them as float32, 4x the memory)"
         )
         if _looks_channels_last(tuple(shape)):
             fix += ", then ChannelsFirstWrapper, since these look (H, W, C)"
@@ -1152,30 +1162,42 @@ def _observation_layout(env: Any) -> dict[str, tuple[tuple[int, ...], str]]:
     space = getattr(env, "single_observation_space", env.observation_space)
     layout = {}
     for key, sub in space.spaces.items():
+        if sub.dtype is None:  # a Dict, Tuple or other space without one dtype
+            layout[key] = (tuple(sub.shape or ()), type(sub).__name__)
+            continue
         dtype = np.dtype(np.float32 if sub.dtype == np.float64 else sub.dtype)
         layout[key] = (tuple(sub.shape or ()), dtype.name)
     return layout
 
 
-def _validate_same_observations(train_env: Any, test_env: gym.Env) -> None:
-    """The test env is evaluated by the agent built for the train env's observations: the two
-    must have the same keys, shapes and dtypes (an evaluation would crash, or silently read
-    other images, e.g. a centre crop of larger frames)."""
+def _validate_same_observations(agent: Agent, train_env: Any, test_env: gym.Env) -> None:
+    """The test env is evaluated by the agent built for the train env's observations: a key
+    both give must have the same shape (other frames would crash an evaluation, or be read
+    silently, e.g. as a centre crop of larger frames), and the encoder must read the test
+    env's observations (a key the train env has and the encoder ignores may be missing).
+    Dtypes may differ (uint8 frames against float32 0..255 read the same)."""
     train, test = _observation_layout(train_env), _observation_layout(test_env)
-    if train == test:
-        return
-    diffs = [f"missing key {k!r}" for k in train if k not in test]
-    diffs += [f"extra key {k!r}" for k in test if k not in train]
-    diffs += [
+    diffs = [
         f"{k!r} is {test[k][0]} {test[k][1]} (train_env: {train[k][0]} {train[k][1]})"
         for k in train
-        if k in test and test[k] != train[k]
+        if k in test and test[k][0] != train[k][0]
     ]
-    raise ConfigError(
-        f"test_env's observations differ from train_env's: {'; '.join(diffs)}. The agent "
-        "evaluates on test_env with the encoder built for train_env's observations. Fix: "
-        "build both envs with the same options and wrappers (image size, keys, layout)"
-    )
+    problem = "; ".join(diffs)
+    if not problem and set(test) != set(train):
+        try:  # the train env's probe has passed: the keys the test env lacks may be unused
+            _validate_encoder_probe(agent, test_env)
+        except ConfigError:
+            missing = [k for k in train if k not in test]
+            problem = (
+                f"it lacks the key(s) {missing}, and the encoder {type(agent.encoder).__name__} "
+                "cannot read its observations without them"
+            )
+    if problem:
+        raise ConfigError(
+            f"test_env's observations differ from train_env's: {problem}. The agent evaluates "
+            "on test_env with the encoder built for train_env's observations. Fix: build both "
+            "envs with the same options and wrappers (image size, keys, layout)"
+        )
 
 
 def _same_env(train_env: Any, test_env: gym.Env) -> bool:

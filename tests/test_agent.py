@@ -79,9 +79,9 @@ def test_load_refuses_pickled_objects(tmp_path):
 def test_observations_of_the_wrong_shape_or_keys_are_explained():
     agent = _agent()
     with pytest.raises(RuntimeError, match=r"shapes \{'obs': \(1, 5, 3\)\}, a leading dimension "
-                       r"was added: batched=False; the encoder FlatEncoder made features of "
-                       r"shape \(1, 15\) torch.float32 of them, but the actor reads \(batch, "
-                       r"embedding_dim = 3\) torch.float32.*Fix"):  # fmt: skip
+                       r"was added: batched=False; from them the encoder FlatEncoder made "
+                       r"features of shape \(1, 15\) \(torch.float32\), but the actor reads "
+                       r"\(batch, embedding_dim = 3\) torch.float32.*Fix"):  # fmt: skip
         agent.forward({"obs": np.zeros((5, 3), np.float32)})
     with pytest.raises(IndexError, match=r"\{'obs': \(3,\)\}, taken as a batch: batched=True"):
         agent.sample_action({"obs": np.zeros(3, np.float32)}, batched=True)

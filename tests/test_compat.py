@@ -159,6 +159,11 @@ def test_aug_mix_without_an_augmenter_warns():
     assert message.startswith("super_sac.aug_mix = 0.9: it has no effect: no augmenter is set")
     assert "Fix: remove the aug_mix binding" in message
     assert "original super_sac's pixel scripts passed their own random shift" in message
+    assert _validate() == [] and _validate(aug_mix=0) == []  # unset, or "augment nothing"
+    with pytest.raises(ConfigError, match=r"aug_mix = 1.5: .*\[0, 1\]"):
+        _validate(aug_mix=1.5)
+    with pytest.raises(ConfigError, match="augmenter = <object.*must be callable"):
+        _validate(aug_mix=0.9, augmenter=object())
 
 
 def test_the_augmenter_bindings_the_messages_suggest_build_a_random_shift():
@@ -177,11 +182,7 @@ def test_the_augmenter_bindings_the_messages_suggest_build_a_random_shift():
         gin.clear_config()
     assert isinstance(augmenter, AugmentationSequence)
     assert [type(a) for a in augmenter.aug_list] == [Drqv2Aug]
-    assert _validate() == [] and _validate(aug_mix=0) == []  # unset, or "augment nothing"
-    with pytest.raises(ConfigError, match=r"aug_mix = 1.5: .*\[0, 1\]"):
-        _validate(aug_mix=1.5)
-    with pytest.raises(ConfigError, match="augmenter = <object.*must be callable"):
-        _validate(aug_mix=0.9, augmenter=object())
+    assert augmenter.shared_draw  # one draw for obs and next_obs, as the original drew
 
 
 def test_smoothness_max_dist_without_the_smoothness_loss_warns():

@@ -562,16 +562,59 @@ class PermutingEncoder(nets.Encoder):
         return torch.cat([self.conv(image).flatten(1), obs_dict["vel"]], dim=-1)
 
 
+class ImageVelEncoder(nets.Encoder):
+    """Reads a (3, 8, 8) image and the "vel" key."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 2, 3)
+
+    @property
+    def embedding_dim(self) -> int:
+        return 2 * 6 * 6 + 1
+
+    def forward(self, obs_dict):
+        image = self.conv(obs_dict["image"].float() / 255.0).flatten(1)
+        return torch.cat([image, obs_dict["vel"]], dim=-1)
+
+
 def test_a_test_env_with_other_observations_is_refused_before_training():
-    agent = Agent(1, ConvAndStateEncoder(3, 1, emb_dim=8), hidden_size=8)
+    agent = Agent(1, ImageVelEncoder(), hidden_size=8)
     with pytest.raises(
         ConfigError,
         match=r"test_env's observations differ from train_env's: "
         r"'image' is \(3, 10, 10\) uint8 \(train_env: \(3, 8, 8\) uint8\).*Fix",
     ):
         _run(agent=agent, train_env=_image_env(), test_env=_image_env(shape=(3, 10, 10)))
-    with pytest.raises(ConfigError, match=r"missing key 'vel'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"lacks the key\(s\) \['vel'\], and the encoder "
+        r"ImageVelEncoder cannot read its observations without them.*Fix",
+    ):
         _run(agent=agent, train_env=_image_env(), test_env=_image_env(vel=False))
+    # a key the encoder ignores may be missing, and uint8 frames may be float32 0..255 there
+    image_only = Agent(1, nets.FlatEncoder(192, keys=("image",)), hidden_size=8)
+    _run(agent=image_only, train_env=_image_env(), test_env=_image_env(vel=False))
+    _run(agent=image_only, train_env=_image_env(), test_env=_image_env(dtype=np.float32))
+
+
+def test_channels_last_is_judged_by_the_smallest_last_axis():
+    from super_sac.validation import _looks_channels_last
+
+    assert _looks_channels_last((84, 84, 3)) and _looks_channels_last((64, 64, 9))
+    assert _looks_channels_last((10, 10, 6))  # raw MinAtar space_invaders grids
+    assert not _looks_channels_last((9, 84, 84)) and not _looks_channels_last((4, 10, 10))
+    assert not _looks_channels_last((10, 10, 10)) and not _looks_channels_last((84, 84))
+
+
+def test_an_augmenter_reads_only_its_own_keys_for_the_layout_check():
+    from super_sac.validation import _validate_augmented_keys
+
+    obs = {"hwc": torch.zeros(2, 8, 8, 3), "chw": torch.zeros(2, 3, 8, 8)}
+    shift = [augmentations.Drqv2Aug()]
+    _validate_augmented_keys(augmentations.AugmentationSequence(shift, keys=("chw",)), obs)
+    with pytest.raises(ConfigError, match=r"'hwc' look channels-last"):
+        _validate_augmented_keys(augmentations.AugmentationSequence(shift), obs)
 
 
 def test_channels_last_images_are_named_with_the_wrapper_that_fixes_them():
@@ -623,15 +666,19 @@ def test_an_encoder_returning_float64_features_is_refused_before_training():
 
 def test_a_pixel_encoder_on_float_images_in_0_1_is_refused():
     floats = {"shape": (3, 16, 16), "dtype": np.float32, "high": 1.0, "vel": False}
-    agent = Agent(
-        1, nets.cnns.DrQPixelEncoder(3, 8, image_key="image", image_size=16), hidden_size=8
-    )
+
+    def agent():
+        encoder = nets.cnns.DrQPixelEncoder(3, 8, image_key="image", image_size=16)
+        return Agent(1, encoder, hidden_size=8)
+
     with pytest.raises(
         ConfigError,
-        match=r"pixel_scale = 0.00392157.*'image' holds floats within "
-        r"\[0, 1\].*Fix: wrap the env with super_sac.wrappers.Uint8Wrapper",
+        match=r"pixel_scale = 0.00392157.*'image' holds floats "
+        r"declared in \[0, 1\].*Fix: wrap the env with super_sac.wrappers.Uint8",
     ):
-        _run(agent=agent, train_env=_image_env(**floats), test_env=_image_env(**floats))
+        _run(agent=agent(), train_env=_image_env(**floats), test_env=_image_env(**floats))
+    pixels = {**floats, "high": 255.0}  # float32 pixel values 0..255 are what it is made for
+    _run(agent=agent(), train_env=_image_env(**pixels), test_env=_image_env(**pixels))
 
 
 def test_a_non_dict_image_env_is_pointed_to_the_wrapper_that_keeps_uint8():
@@ -646,8 +693,8 @@ def test_a_non_dict_image_env_is_pointed_to_the_wrapper_that_keeps_uint8():
     env = NormActionSpace(Frames(gym.make("Pendulum-v1")))
     with pytest.raises(
         ConfigError,
-        match=r"Box observations.*DictObsWrapper\(env, 'image'\) "
-        r"\(keeps the uint8 pixels.*then ChannelsFirstWrapper",
+        match=r"Box observations.*DictObsWrapper\(env\) \(the frames under 'obs'.*then "
+        r"ChannelsFirstWrapper",
     ):
         _run(train_env=env, test_env=NormActionSpace(Frames(gym.make("Pendulum-v1"))))
 

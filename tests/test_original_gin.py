@@ -144,3 +144,21 @@ def test_original_atari_file_trains_unchanged():
     assert named == []
     hparams = json.loads((Path(summary["run_dir"]) / "hparams.json").read_text())
     assert hparams["augmenter"] == "AugmentationSequence"  # the default random shift
+
+
+def test_the_atari_script_shifts_frames_unless_gin_binds_an_augmenter():
+    import gin
+
+    from super_sac.augmentations import AugmentationSequence, Drqv2Aug
+    from super_sac.config import parse_gin
+
+    gin.clear_config()
+    try:
+        augmenter = cli.atari_loop_defaults(None)["augmenter"]
+        assert isinstance(augmenter, AugmentationSequence) and not augmenter.shared_draw
+        assert [type(a) for a in augmenter.aug_list] == [Drqv2Aug]
+        assert augmenter.aug_list[0].pad == 4  # DrQ-v2's shift of up to 4 pixels
+        parse_gin([], ["super_sac.augmenter = None"])
+        assert cli.atari_loop_defaults(None) == {}
+    finally:
+        gin.clear_config()

@@ -79,13 +79,7 @@ class FrameStore:
         stack = int(stack)
         if stack < 1:
             raise ValueError(f"frame_stack[{key!r}] must be >= 1, got {stack}")
-        if len(shape) < 2:
-            raise ValueError(
-                f"frame_stack[{key!r}] = {stack}: {key!r} has shape {tuple(shape)}, not a stack "
-                "of frames (C * k, H, W) whose consecutive steps share k - 1 frames, so its "
-                "frames cannot be stored once. Fix: name only stacked image keys in frame_stack"
-            )
-        if shape[0] % stack:
+        if len(shape) < 1 or shape[0] % stack:
             raise ValueError(
                 f"frame_stack[{key!r}] = {stack}: the observation's first axis ({shape}) is not "
                 "a multiple of the stack depth (frames are stacked along axis 0)"
@@ -176,8 +170,10 @@ class FrameStore:
                 f"are all still used by stored transitions (more than about frame_ratio new "
                 "frames per transition: very short episodes, or so many parallel envs that a "
                 f"frame comes back more than {self.window} frame writes later). Fix: raise "
-                "ReplayBuffer.frame_ratio (frame slots per transition slot), use fewer envs, or "
-                "check that the declared stack axis is the first one (channels-first)"
+                "ReplayBuffer.frame_ratio (frame slots per transition slot), use fewer envs, "
+                "check that the declared stack axis is the first one (channels-first), or leave "
+                f"{self.key!r} out of frame_stack if consecutive observations do not share "
+                "k - 1 frames (it is not a frame stack)"
             )
         slot = self.slot_of(self.count)
         self.frames[slot] = frame
