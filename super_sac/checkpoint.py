@@ -237,8 +237,9 @@ def load_latest(
     candidates = list_checkpoints(run_dir)
     if not candidates:
         raise CheckpointError(
-            f"no checkpoint in {checkpoint_root(run_dir)}; nothing to resume (was "
-            "checkpoint_interval larger than the steps the run completed?)"
+            f"no checkpoint in {checkpoint_root(run_dir)}; nothing to resume (the run stopped "
+            "before its first checkpoint, or checkpoint_interval was larger than the steps it "
+            f"completed). Fix: delete {run_dir} and start the run again"
         )
     for folder in candidates:
         problem = verify_checkpoint(folder)
@@ -248,7 +249,10 @@ def load_latest(
             except Exception as err:  # any failure means: try the previous one
                 problem = f"could not be read ({type(err).__name__}: {err})"
         warnings.warn(f"skipping corrupted checkpoint {folder}: {problem}", stacklevel=2)
-    raise CheckpointError(f"every checkpoint in {checkpoint_root(run_dir)} is corrupted")
+    raise CheckpointError(
+        f"every checkpoint in {checkpoint_root(run_dir)} is corrupted (see the warnings above). "
+        f"Fix: restore a checkpoint folder from a backup, or delete {run_dir} and start again"
+    )
 
 
 def checkpoint_episodes(

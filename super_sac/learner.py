@@ -397,12 +397,22 @@ class Learner:
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`'s output."""
+        """Restore :meth:`state_dict`'s output. The optimizers get back their moments and step
+        counts; their settings (learning rates, betas, L2, clips) stay those this learner was
+        built with, so a resumed run follows its current settings (as its ``hparams.json``
+        records them), not the checkpoint's."""
         self.agent.load_state_dict(state["agent"])
         self.target_agent.load_state_dict(state["target_agent"])
         for name in OPTIMIZER_NAMES:
-            if getattr(self, name) is not None and state.get(name) is not None:
-                getattr(self, name).load_state_dict(state[name])
+            optimizer = getattr(self, name)
+            if optimizer is not None and state.get(name) is not None:
+                settings = [
+                    {k: v for k, v in group.items() if k != "params"}
+                    for group in optimizer.param_groups
+                ]
+                optimizer.load_state_dict(state[name])
+                for group, kept in zip(optimizer.param_groups, settings):
+                    group.update(kept)
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
         self.critic_updates = int(state["critic_updates"])

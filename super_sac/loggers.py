@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import gin
 
 from super_sac.checkpoint import CheckpointError
-from super_sac.utils import atomic_write_json, atomic_write_text, make_run_dir
+from super_sac.utils import atomic_write_json, atomic_write_text, make_run_dir, try_lock
 
 if TYPE_CHECKING:
     from super_sac.config import TrainConfig
@@ -211,19 +211,54 @@ def claim_run_dir(path: str | os.PathLike) -> Path:
         if p.exists()
     ] + [p.name for p in run_dir.glob("events.out.tfevents.*")]
     if taken:
+        resumable = (run_dir / "checkpoints").is_dir() and any((run_dir / "checkpoints").iterdir())
+        fix = (
+            "resume it (--resume / resume=...) or remove it first"
+            if resumable
+            else "it has no checkpoint to resume from (it stopped before its first one): "
+            "remove it first"
+        )
         raise FileExistsError(
-            f"run_dir {run_dir} already holds a run ({', '.join(sorted(taken))}); resume it "
-            "(--resume / resume=...) or remove it first"
+            f"run_dir {run_dir} already holds a run ({', '.join(sorted(taken))}); {fix}"
         )
     return run_dir
 
 
-def open_run_dir(cfg: TrainConfig, hparams: dict[str, Any], needed_bytes: int) -> Path | None:
+class RunDirInUseError(RuntimeError):
+    """Another process (or another run in this one) is writing the run directory."""
+
+
+RUN_LOCK = ".run.lock"
+
+
+def lock_run_dir(run_dir: Path) -> IO[str] | None:
+    """Hold ``<run_dir>/.run.lock`` (an advisory ``flock``) while a run writes there, so that a
+    second run into the same folder, or ``--resume`` of a run that is still going, stops before
+    it writes anything. Close the returned file to release it (a killed run releases it too).
+
+    :raises RunDirInUseError: when another run holds it.
+    """
+    try:
+        return try_lock(run_dir / RUN_LOCK)
+    except BlockingIOError:
+        raise RunDirInUseError(
+            f"{run_dir} is being written by another run (its {RUN_LOCK} is held), so this one "
+            "would mix its checkpoints, evaluations and logs with that run's. Fix: wait for the "
+            "other run to finish (or stop it), then resume; or choose another run directory"
+        ) from None
+
+
+def open_run_dir(
+    cfg: TrainConfig, hparams: dict[str, Any], needed_bytes: int
+) -> tuple[Path | None, IO[str] | None]:
     """The run's directory: reopened when ``cfg.resume``, else ``cfg.run_dir`` when set
     (:func:`claim_run_dir`), else a new ``<name>_<i>`` under ``base_save_path`` (when anything is
     saved or logged). Checks that it can hold
     ``needed_bytes`` of checkpoints and writes ``config.gin`` (the operative gin config) and
-    ``hparams.json``. :return: ``None`` when the run writes nothing."""
+    ``hparams.json``, holding the directory's lock first (:func:`lock_run_dir`).
+
+    :return: the directory (``None`` when the run writes nothing) and the lock's open file
+        (close it when the run ends)."""
     if cfg.resume:
         run_dir = resolve_resume_dir(cfg.resume, cfg.base_save_path, cfg.name)
     elif cfg.run_dir is not None and (cfg.save_to_disk or cfg.log_to_disk):
@@ -233,12 +268,18 @@ def open_run_dir(cfg: TrainConfig, hparams: dict[str, Any], needed_bytes: int) -
             cfg.base_save_path or os.environ.get("SSAC_SAVE", "./saves"), cfg.name
         )
     else:
-        return None
-    check_writable(run_dir, needed_bytes)
-    config_text = gin.operative_config_str() or "# no gin bindings were used for this run\n"
-    atomic_write_text(run_dir / "config.gin", config_text)
-    atomic_write_json(run_dir / "hparams.json", hparams)
-    return run_dir
+        return None, None
+    lock = lock_run_dir(run_dir)
+    try:
+        check_writable(run_dir, needed_bytes)
+        config_text = gin.operative_config_str() or "# no gin bindings were used for this run\n"
+        atomic_write_text(run_dir / "config.gin", config_text)
+        atomic_write_json(run_dir / "hparams.json", hparams)
+    except BaseException:
+        if lock is not None:
+            lock.close()
+        raise
+    return run_dir, lock
 
 
 def check_writable(run_dir: Path, needed_bytes: int) -> None:

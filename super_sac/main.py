@@ -12,11 +12,12 @@ import contextlib
 import contextvars
 import dataclasses
 import math
+import sys
 import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import gin
 import gymnasium as gym
@@ -94,6 +95,7 @@ class Trainer:
         self.last_checkpoint: Path | None = None
         self.session = SessionStart()
         self.run_dir: Path | None = None
+        self._run_lock: IO[str] | None = None  # held while the run writes run_dir
         self.logger: NullLogger = NullLogger()
 
     def _on_push(self, slots: np.ndarray) -> None:
@@ -125,12 +127,14 @@ class Trainer:
     def open_run(self) -> None:
         """Create (or, when resuming, reopen) the run directory; write the operative config."""
         copies = self.cfg.keep_checkpoints + 1 if self.cfg.save_to_disk else 0
-        self.run_dir = open_run_dir(
+        self._release_run_dir()  # opened before by this trainer: its own lock is no obstacle
+        self.run_dir, self._run_lock = open_run_dir(
             self.cfg, reporting.hparams(self), reporting.checkpoint_bytes(self) * copies
         )
 
     def start_logger(self) -> None:
-        """Open the logger; a resumed tensorboard log drops events after the checkpoint."""
+        """Open the logger; a resumed tensorboard log drops the events logged after the
+        checkpoint (those of later steps: the checkpoint's own step was logged before it)."""
         cfg = self.cfg
         if cfg.log_to_disk and self.run_dir is not None:
             self.logger = make_logger(
@@ -140,7 +144,7 @@ class Trainer:
                 config=reporting.hparams(self),
                 wandb_entity=cfg.wandb_entity,
                 wandb_project=cfg.wandb_project,
-                purge_step=self.log_step if cfg.resume else None,
+                purge_step=self.log_step + 1 if cfg.resume else None,
             )
 
     # ------------------------------------------------------------------ updates
@@ -408,8 +412,37 @@ class Trainer:
 
     def run(self) -> dict[str, Any]:
         """Open (or resume) the run, train through the phases, save, and summarise."""
-        with matmul_precision(self.cfg.matmul_precision):
-            return self._run()
+        try:
+            with matmul_precision(self.cfg.matmul_precision):
+                return self._run()
+        except KeyboardInterrupt:
+            self._say_how_to_resume()
+            raise
+        finally:
+            self._release_run_dir()
+
+    def _release_run_dir(self) -> None:
+        """Release the run directory's lock (a resume or another run may then write it)."""
+        if self._run_lock is not None:
+            self._run_lock.close()
+            self._run_lock = None
+
+    def _say_how_to_resume(self) -> None:
+        """After Ctrl-C or SIGTERM: where the newest checkpoint is and how to continue."""
+        if self.run_dir is None:
+            return
+        where = (
+            f"its newest checkpoint is {self.last_checkpoint}"
+            if self.last_checkpoint is not None
+            else "it has no checkpoint yet (nothing to resume)"
+        )
+        print(
+            f"\ninterrupted at {self.phase} step {self.step} of {self.run_dir}; {where}. "
+            f"Continue it with --resume {self.run_dir} (from Python: resume="
+            f"{str(self.run_dir)!r}); the steps since that checkpoint run again",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def _run(self) -> dict[str, Any]:
         self.open_run()

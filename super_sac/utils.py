@@ -10,7 +10,7 @@ import pickle
 import random
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import torch
@@ -51,6 +51,27 @@ def get_device(spec: str | torch.device = "auto") -> torch.device:
         raise ValueError(
             f"unknown device {spec!r}. Fix: use 'cpu', 'cuda', 'cuda:<index>' or 'auto'"
         ) from err
+
+
+def try_lock(path: str | os.PathLike) -> IO[str] | None:
+    """Open ``path`` and take an exclusive advisory ``flock`` on it without waiting; the lock
+    holds until the returned file is closed (or the process dies, even by SIGKILL).
+
+    :return: the open file, or ``None`` where ``fcntl`` does not exist (Windows: no locking).
+    :raises BlockingIOError: when another open file (another process, or another open of the
+        same path in this one) holds the lock.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    f = open(path, "a+")  # noqa: SIM115 - the caller closes it to release the lock
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise
+    return f
 
 
 def make_run_dir(base_save_path: str | os.PathLike, name: str) -> Path:

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -79,6 +80,7 @@ def test_kill_before_the_first_checkpoint_leaves_nothing_to_resume(tmp_path):
     proc = _crash_run(tmp_path, "early", "--resume", str(tmp_path / "early_0"))
     assert proc.returncode != 0
     assert "no checkpoint" in proc.stderr
+    assert f"Fix: delete {tmp_path / 'early_0'} and start the run again" in proc.stderr
 
 
 # ----------------------------------------------------------------------------- in-process
@@ -116,6 +118,13 @@ def test_truncated_checkpoint_falls_back_to_the_previous_one(tmp_path):
             trainer.run_dir, ReplayBuffer(1000, verbose=False), torch.device("cpu")
         )
     assert folder == previous and state["counters"]["step"] == 30
+    for folder in checkpoint.list_checkpoints(trainer.run_dir):  # damage them all
+        (folder / "state.pt").write_bytes(b"")
+    with pytest.raises(CheckpointError, match=r"every checkpoint .* is corrupted.*Fix: restore"):
+        with pytest.warns(UserWarning):
+            checkpoint.load_latest(
+                trainer.run_dir, ReplayBuffer(1000, verbose=False), torch.device("cpu")
+            )
 
 
 def test_checkpoint_holds_the_whole_state_and_keeps_the_last_k(tmp_path):
@@ -315,6 +324,99 @@ def test_warnings_module_is_quiet_for_a_clean_resume(tmp_path):
         warnings.simplefilter("error")
         summary = resumed.run()
     assert summary["env_steps"] == 40 and resumed.critic_updates == 20
+
+
+def test_a_resumed_run_trains_with_its_current_learning_rates(tmp_path):
+    trainer = _trainer(tmp_path, num_steps_online=25)
+    trainer.run()
+    saved = trainer.learner.critic_optimizer.state_dict()["state"]
+    resumed = _trainer(tmp_path, num_steps_online=40, resume=str(trainer.run_dir), critic_lr=1e-5)
+    resumed.open_run()
+    resumed.restore()
+    critic = resumed.learner.critic_optimizer
+    # the moments come from the checkpoint, the learning rate from the resumed run's settings
+    assert {g["lr"] for g in critic.param_groups} == {1e-5}
+    assert critic.state_dict()["state"][0]["exp_avg"].equal(saved[0]["exp_avg"])
+    assert {g["lr"] for g in resumed.learner.actor_optimizer.param_groups} == {3e-4}
+    resumed._release_run_dir()
+
+
+def test_a_second_run_into_a_run_directory_in_use_is_refused(tmp_path):
+    from super_sac.loggers import RunDirInUseError, lock_run_dir
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    held = lock_run_dir(folder)  # another run writing there
+    with pytest.raises(RunDirInUseError, match=r"being written by another run.*Fix: wait"):
+        _trainer(tmp_path, num_steps_online=5, run_dir=str(folder)).run()
+    assert not (folder / "config.gin").exists() and not (folder / "hparams.json").exists()
+    held.close()
+    trainer = _trainer(tmp_path, num_steps_online=25, run_dir=str(folder))
+    trainer.run()  # free again; a finished run releases it for a resume
+    with pytest.raises(RunDirInUseError):  # resuming a run that is still going
+        lock = lock_run_dir(folder)
+        try:
+            _trainer(tmp_path, num_steps_online=30, resume=str(folder)).run()
+        finally:
+            lock.close()
+    assert _trainer(tmp_path, num_steps_online=30, resume=str(folder)).run()["env_steps"] == 30
+
+
+def test_a_resumed_tensorboard_log_keeps_the_checkpoints_own_step(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    settings = dict(logging_method="tensorboard", log_interval=10, checkpoint_interval=20)
+    trainer = _trainer(tmp_path, num_steps_online=40, **settings)
+    trainer.run()
+    _trainer(tmp_path, num_steps_online=60, resume=str(trainer.run_dir), **settings).run()
+    events = EventAccumulator(str(trainer.run_dir))
+    events.Reload()
+    steps = [e.step for e in events.Scalars("critic/loss")]
+    # updates start after the 20 warm-up steps; 40 was logged before the final checkpoint at
+    # 40, so the resume keeps it (it used to purge it) and adds 50 and 60
+    assert steps == [30, 40, 50, 60]
+
+
+def test_an_interrupted_run_says_how_to_resume_and_frees_its_folder(tmp_path, capsys):
+    from super_sac.loggers import lock_run_dir
+
+    trainer = _trainer(tmp_path, num_steps_online=40)
+    update = trainer.update
+
+    def interrupted_at_25(*args, **kwargs):
+        if trainer.step == 25:
+            raise KeyboardInterrupt
+        return update(*args, **kwargs)
+
+    trainer.update = interrupted_at_25
+    with pytest.raises(KeyboardInterrupt):
+        trainer.run()
+    err = capsys.readouterr().err
+    assert f"interrupted at online step 25 of {trainer.run_dir}" in err
+    assert "newest checkpoint is" in err and err.rstrip().endswith("run again")
+    assert "ckpt_20" in err and f"--resume {trainer.run_dir}" in err
+    lock_run_dir(trainer.run_dir).close()  # released: a resume may start
+    assert (
+        _trainer(tmp_path, num_steps_online=40, resume=str(trainer.run_dir)).run()["env_steps"]
+        == 40
+    )
+
+
+def test_the_scripts_stop_quietly_on_sigterm_as_on_ctrl_c(capsys):
+    import os
+
+    from super_sac.cli import cli
+
+    before = signal.getsignal(signal.SIGTERM)
+
+    def preempted():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler interrupts this
+
+    with pytest.raises(SystemExit) as info:
+        cli(preempted)
+    assert info.value.code == 130 and "interrupted" in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is put back
 
 
 SUNRISE = {

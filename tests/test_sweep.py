@@ -1086,7 +1086,10 @@ def test_run_dir_is_the_exact_run_folder_and_is_never_reused(tmp_path):
     (folder / "sweep.log").write_text("an earlier attempt\n")  # files of no run are fine
     assert claim_run_dir(folder) == folder
     (folder / "checkpoints").mkdir()
-    with pytest.raises(FileExistsError, match="already holds a run"):
+    with pytest.raises(FileExistsError, match="already holds a run.*no checkpoint to resume"):
+        claim_run_dir(folder)  # an empty checkpoints folder: nothing to resume
+    (folder / "checkpoints" / "ckpt_10").mkdir()
+    with pytest.raises(FileExistsError, match=r"already holds a run.*resume it \(--resume"):
         claim_run_dir(folder)
 
 

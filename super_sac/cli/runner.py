@@ -6,7 +6,9 @@ import argparse
 import inspect
 import json
 import os
+import signal
 import sys
+import threading
 import tokenize
 import warnings
 from collections.abc import Callable, Sequence
@@ -42,6 +44,7 @@ from super_sac.cli.parsers import (
 )
 from super_sac.config import GinConfigError, parse_gin
 from super_sac.datasets import DatasetError
+from super_sac.loggers import RunDirInUseError
 from super_sac.main import validation_only
 from super_sac.validation import ConfigError
 
@@ -654,6 +657,8 @@ CLI_ERRORS: tuple[type[Exception], ...] = (
     UnknownEnvError,
     gym.error.DependencyNotInstalled,
     FileNotFoundError,
+    FileExistsError,
+    RunDirInUseError,
     NotImplementedError,
 )
 
@@ -661,14 +666,37 @@ CLI_ERRORS: tuple[type[Exception], ...] = (
 def cli(main: Callable[[], Any], extra_errors: tuple[type[Exception], ...] = ()) -> None:
     """Run ``main()``; an error of the user's making (:data:`CLI_ERRORS`, ``extra_errors``) is
     printed as ``error: <message>`` on stderr and exits with status 2 instead of a traceback.
+    Ctrl-C and SIGTERM stop the run without a traceback (exit status 130), after the loop has
+    printed its newest checkpoint and the ``--resume`` command.
 
     :param main: the script's entry point, called without arguments.
     :param extra_errors: further exception types to report that way.
     """
+    previous = _sigterm_as_interrupt()
     try:
         main()
     except (*CLI_ERRORS, *extra_errors) as err:
         fail(str(err))
+    except KeyboardInterrupt:
+        # the loop has said where its last checkpoint is and how to resume
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _sigterm_as_interrupt() -> Any:
+    """Make SIGTERM (a cluster's preemption, ``kill``) stop the run as Ctrl-C does, so it
+    ends with the same message instead of silently. :return: the previous handler, or ``None``
+    outside the main thread (where handlers cannot be set)."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, interrupt)
 
 
 def fail(message: str) -> NoReturn:

@@ -27,6 +27,7 @@ from super_sac.sweep.grid import (
     Trial,
     write_manifest,
 )
+from super_sac.utils import try_lock
 
 DEFAULT_SCRIPT = "experiments/gym/train_gym.py"
 TRIAL_LOG = "sweep.log"  # each attempt's output, appended, inside the trial folder
@@ -348,23 +349,18 @@ def sweep_lock(sweep_dir: str | os.PathLike):
     Where ``fcntl`` does not exist (Windows) nothing is locked.
 
     :raises RuntimeError: when another process holds the lock."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield
-        return
     Path(sweep_dir).mkdir(parents=True, exist_ok=True)
-    with open(Path(sweep_dir) / ".sweep.lock", "a+") as f:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RuntimeError(
-                f"another sweep is running in {sweep_dir}; wait for it or stop it first"
-            ) from None
-        try:
-            yield
-        finally:
-            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+    try:
+        lock = try_lock(Path(sweep_dir) / ".sweep.lock")
+    except BlockingIOError:
+        raise RuntimeError(
+            f"another sweep is running in {sweep_dir}; wait for it or stop it first"
+        ) from None
+    try:
+        yield
+    finally:
+        if lock is not None:
+            lock.close()
 
 
 TRIAL_ORDERS = ("config", "seed")
