@@ -57,7 +57,8 @@ def try_lock(path: str | os.PathLike) -> IO[str] | None:
     """Open ``path`` and take an exclusive advisory ``flock`` on it without waiting; the lock
     holds until the returned file is closed (or the process dies, even by SIGKILL).
 
-    :return: the open file, or ``None`` where ``fcntl`` does not exist (Windows: no locking).
+    :return: the open file, or ``None`` where no lock can be taken: no ``fcntl`` (Windows), or
+        a file system without locks (some network mounts), where nothing is locked.
     :raises BlockingIOError: when another open file (another process, or another open of the
         same path in this one) holds the lock.
     """
@@ -71,6 +72,9 @@ def try_lock(path: str | os.PathLike) -> IO[str] | None:
     except BlockingIOError:
         f.close()
         raise
+    except OSError:  # pragma: no cover - e.g. ENOLCK on a network file system
+        f.close()
+        return None
     return f
 
 
