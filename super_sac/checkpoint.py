@@ -392,9 +392,15 @@ def restore_loop(trainer: Trainer, state: dict[str, Any]) -> None:
             "config.gin)."
         )
     c = state["counters"]
-    trainer.learner.load_state_dict(
-        {**state, "critic_updates": c["critic_updates"], "actor_updates": c["actor_updates"]}
-    )
+    try:
+        trainer.learner.load_state_dict(
+            {**state, "critic_updates": c["critic_updates"], "actor_updates": c["actor_updates"]}
+        )
+    except ValueError as err:  # torch: optimizers with other parameter groups
+        raise CheckpointError(
+            f"the checkpoint's networks or optimizers do not fit this run's ({err}). Resume "
+            "with the same settings (train_gym.py --resume reads the run's config.gin)."
+        ) from err
     trainer.collector.load_state_dict(
         {
             **state["episodes_in_progress"],

@@ -340,7 +340,8 @@ class Trainer:
 
     def _run_phase(self, step_fn: Any) -> None:
         """Run the current phase from ``self.step`` to its end: ``step_fn`` once per step, then
-        the periodic evaluation, logging, saving and checkpointing; evaluate at the end."""
+        the periodic evaluation (and one at the phase's last step), logging, saving and
+        checkpointing."""
         cfg = self.cfg
         total = self.phase_length(self.phase)
         check_every_step = self.device.type == "cpu"
@@ -358,7 +359,10 @@ class Trainer:
             updated = step_fn()
             if updated and check_every_step:
                 self.check_finite()
-            if self.step % cfg.eval_interval == 0 and self.evaluate():
+            # the phase's last step is always evaluated, before its checkpoint, so a resume
+            # from that checkpoint does not evaluate (and log) the same step again
+            due = self.step % cfg.eval_interval == 0 or self.step == total
+            if due and self.evaluate():
                 bar.set_postfix(eval_return=f"{self.last_eval['return_mean']:.1f}")
             if self.step % cfg.log_interval == 0:
                 self.check_finite(params=True)
@@ -369,8 +373,6 @@ class Trainer:
                 self.write_checkpoint()
             bar.update(1)
         bar.close()
-        if total > 0 and self.step % cfg.eval_interval != 0:
-            self.evaluate()
 
     def run_bc(self) -> None:
         """The behavioral cloning phase: ``bc_warmup_steps`` BC updates on the buffer's data."""

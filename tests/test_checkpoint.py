@@ -377,6 +377,46 @@ def test_a_resumed_tensorboard_log_keeps_the_checkpoints_own_step(tmp_path):
     assert steps == [30, 40, 50, 60]
 
 
+def test_the_last_steps_evaluation_comes_before_its_checkpoint_and_is_not_repeated(
+    tmp_path, monkeypatch
+):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    settings = dict(
+        logging_method="tensorboard", log_interval=10, checkpoint_interval=10, eval_interval=15
+    )
+    trainer = _trainer(tmp_path, num_steps_online=20, **settings)
+    save = Trainer.save
+
+    def interrupted(self):  # the run stops after the last checkpoint, before its final save
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Trainer, "save", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.run()
+    monkeypatch.setattr(Trainer, "save", save)
+    resumed = _trainer(tmp_path, num_steps_online=20, resume=str(trainer.run_dir), **settings)
+    summary = resumed.run()
+    assert [e["env_steps"] for e in summary["eval_history"]] == [15, 20]
+    events = EventAccumulator(str(trainer.run_dir))
+    events.Reload()
+    assert [e.step for e in events.Scalars("eval/return_mean")] == [15, 20]  # 20 once
+
+
+def test_optimizer_states_that_do_not_fit_are_a_checkpoint_error(tmp_path, monkeypatch):
+    from super_sac.learner import Learner
+
+    trainer = _trainer(tmp_path, num_steps_online=20)
+    trainer.run()
+
+    def other_groups(self, state):  # what torch raises for another number of param groups
+        raise ValueError("loaded state dict has a different number of parameter groups")
+
+    monkeypatch.setattr(Learner, "load_state_dict", other_groups)
+    with pytest.raises(CheckpointError, match=r"do not fit this run's \(loaded state dict"):
+        _trainer(tmp_path, num_steps_online=30, resume=str(trainer.run_dir)).run()
+
+
 def test_an_interrupted_run_says_how_to_resume_and_frees_its_folder(tmp_path, capsys):
     from super_sac.loggers import lock_run_dir
 
