@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import json
 import math
 import time
 from pathlib import Path
@@ -249,9 +250,26 @@ def log(trainer: Trainer, elapsed: float) -> None:
     trainer.logger.log(metrics, trainer.log_step)
 
 
+def _earlier_speeds(run_dir: Path | None) -> dict[str, float]:
+    """The speed figures of the run's existing ``summary.json`` (none when unreadable)."""
+    try:
+        earlier = json.loads((Path(run_dir) / "summary.json").read_text())
+        return {k: float(earlier[k]) for k in ("env_steps_per_s", "updates_per_s")}
+    except (TypeError, OSError, ValueError, KeyError):
+        return {}
+
+
 def summary(trainer: Trainer) -> dict[str, Any]:
-    """Counters, evaluation results, speed and where things were written."""
+    """Counters, evaluation results, speed and where things were written. The speeds are this
+    session's; a session that trained nothing (a finished run resumed with no more steps) keeps
+    the figures of the run's earlier ``summary.json``."""
     session = max(time.perf_counter() - trainer.session.time, 1e-9)
+    speeds = {
+        "env_steps_per_s": (trainer.env_steps - trainer.session.env_steps) / session,
+        "updates_per_s": (trainer.critic_updates - trainer.session.critic_updates) / session,
+    }
+    if not any(speeds.values()):
+        speeds.update(_earlier_speeds(trainer.run_dir))
     return {
         "env_steps": trainer.env_steps,
         "online_steps": trainer.step,
@@ -260,8 +278,7 @@ def summary(trainer: Trainer) -> dict[str, Any]:
         "episodes": trainer.episodes,
         "final_eval_return": trainer.last_eval.get("return_mean", float("nan")),
         "best_eval_return": trainer.best_return if trainer.eval_history else float("nan"),
-        "env_steps_per_s": (trainer.env_steps - trainer.session.env_steps) / session,
-        "updates_per_s": (trainer.critic_updates - trainer.session.critic_updates) / session,
+        **speeds,
         "wall_seconds": trainer.wall_seconds,
         "eval_history": trainer.eval_history,
         "last_checkpoint": str(trainer.last_checkpoint) if trainer.last_checkpoint else None,

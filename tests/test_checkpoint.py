@@ -403,6 +403,15 @@ def test_the_last_steps_evaluation_comes_before_its_checkpoint_and_is_not_repeat
     assert [e.step for e in events.Scalars("eval/return_mean")] == [15, 20]  # 20 once
 
 
+def test_resuming_a_finished_run_keeps_its_speed_figures(tmp_path):
+    trainer = _trainer(tmp_path, num_steps_online=25)
+    first = trainer.run()
+    again = _trainer(tmp_path, num_steps_online=25, resume=str(trainer.run_dir)).run()
+    assert again["env_steps"] == 25 and first["env_steps_per_s"] > 0
+    assert again["env_steps_per_s"] == first["env_steps_per_s"]
+    assert again["updates_per_s"] == first["updates_per_s"]
+
+
 def test_optimizer_states_that_do_not_fit_are_a_checkpoint_error(tmp_path, monkeypatch):
     from super_sac.learner import Learner
 
