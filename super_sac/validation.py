@@ -685,10 +685,15 @@ def _zero_observations(obs_space: spaces.Dict, device: torch.device) -> dict[str
     return obs
 
 
+def _observation_space(env: Any) -> spaces.Space:
+    """An env's observation space, per env for a vector env."""
+    return getattr(env, "single_observation_space", env.observation_space)
+
+
 def _env_zero_observations(train_env: Any, device: torch.device) -> dict[str, torch.Tensor]:
     """:func:`_zero_observations` of the training env's (single) observation space; ``{}``
     when it is not a fixed-shape ``Dict`` (the env checks report that)."""
-    obs_space = getattr(train_env, "single_observation_space", train_env.observation_space)
+    obs_space = _observation_space(train_env)
     if not isinstance(obs_space, spaces.Dict):
         return {}
     return _zero_observations(obs_space, device)
@@ -706,12 +711,13 @@ def _channels_last_keys(obs: dict[str, torch.Tensor]) -> list[str]:
     return [k for k, v in obs.items() if _looks_channels_last(tuple(v.shape[1:]))]
 
 
-def _channels_first_fix(keys: list[str]) -> str:
+def _channels_last_problem(keys: list[str]) -> tuple[str, str]:
+    """What is wrong with channels-last image keys, and the fix."""
     shown = ", ".join(repr(k) for k in keys)
     return (
-        f". The image key(s) {shown} look channels-last (H, W, C), but image encoders and "
-        f"augmentations read (C, H, W). Fix: wrap the env with "
-        f"super_sac.wrappers.ChannelsFirstWrapper(env, keys={tuple(keys)!r})"
+        f"the image key(s) {shown} look channels-last (H, W, C), but image encoders and "
+        "augmentations read (C, H, W)",
+        f"wrap the env with super_sac.wrappers.ChannelsFirstWrapper(env, keys={tuple(keys)!r})",
     )
 
 
@@ -720,7 +726,7 @@ def _validate_image_scale(agent: Agent, train_env: Any) -> None:
     images declared within ``[0, 1]`` would scale them twice, to at most 1/255."""
     encoder = agent.encoder
     scale, key = getattr(encoder, "pixel_scale", None), getattr(encoder, "image_key", None)
-    obs_space = getattr(train_env, "single_observation_space", train_env.observation_space)
+    obs_space = _observation_space(train_env)
     if not isinstance(scale, float) or scale >= 1.0 or not isinstance(obs_space, spaces.Dict):
         return
     space = obs_space.spaces.get(key)
@@ -780,7 +786,8 @@ def _validate_encoder_probe(agent: Agent, train_env: Any) -> None:
         detail = str(exc).rstrip(". ")
         hwc = _channels_last_keys(obs)
         if hwc:
-            fix = _channels_first_fix(hwc)
+            problem, how = _channels_last_problem(hwc)
+            fix = f". The {problem}. Fix: {how}"
         elif "Fix:" in detail:  # the encoder's own message says what to do
             fix = ""
         else:
@@ -840,11 +847,12 @@ def _validate_augmented_keys(augmenter: Any, obs: dict[str, torch.Tensor]) -> No
     ]  # fmt: skip
     hwc = _channels_last_keys({k: obs[k] for k in keys if k in obs})
     if hwc:
+        problem, how = _channels_last_problem(hwc)
         raise _err(
             f"augmenter = {augmenter!r}",
-            "it would shift and crop the last two axes of images it reads as (C, H, W)"
-            + _channels_first_fix(hwc).split(". Fix: ")[0],
-            _channels_first_fix(hwc).split(". Fix: ")[1],
+            "it would shift and crop the last two axes of images it reads as (C, H, W). The "
+            + problem,
+            how,
         )
     if not keys:
         _warn(
@@ -1073,7 +1081,7 @@ def _validate_phases(cfg: TrainConfig, agent: Agent, buffer: ReplayBuffer) -> No
 
 def _validate_envs(cfg: TrainConfig, agent: Agent, train_env: Any, test_env: gym.Env) -> None:
     for label, env in (("train_env", train_env), ("test_env", test_env)):
-        obs_space = getattr(env, "single_observation_space", env.observation_space)
+        obs_space = _observation_space(env)
         act_space = getattr(env, "single_action_space", env.action_space)
         if not isinstance(obs_space, spaces.Dict):
             raise ConfigError(
@@ -1159,7 +1167,7 @@ def _dict_wrapper_fix(obs_space: spaces.Space) -> str:
 def _observation_layout(env: Any) -> dict[str, tuple[tuple[int, ...], str]]:
     """``{key: (shape, dtype)}`` of an env's dict observations as the agent reads them
     (float64 is acted on as float32)."""
-    space = getattr(env, "single_observation_space", env.observation_space)
+    space = _observation_space(env)
     layout = {}
     for key, sub in space.spaces.items():
         if sub.dtype is None:  # a Dict, Tuple or other space without one dtype

@@ -82,11 +82,11 @@ class _SeedNetwork(nn.Module):
         self.register_buffer("action_scale", scale, persistent=False)
         self.register_buffer("action_bias", bias, persistent=False)
 
-    def _states(self, state: torch.Tensor, network: nn.Module) -> torch.Tensor:
-        """``state`` in the network's float dtype: a batch ``(B, *obs_shape)`` flattened to
-        ``(B, num_inputs)``, one ``(num_inputs,)`` state as it is."""
+    def _states(self, state: torch.Tensor) -> torch.Tensor:
+        """``state`` in the wrapped network's float dtype: a batch ``(B, *obs_shape)`` flattened
+        to ``(B, num_inputs)``, one ``(num_inputs,)`` state as it is."""
         state = torch.as_tensor(state)
-        dtype = next(network.parameters()).dtype
+        dtype = next(self.parameters()).dtype  # the one wrapped network's parameters
         if state.dim() >= 2 and math.prod(state.shape[1:]) == self.num_inputs:
             return state.flatten(1).to(dtype)  # (B, num_inputs), also from (B, 1, n) or (B, h, w)
         if state.shape == (self.num_inputs,):
@@ -160,7 +160,7 @@ class QNetwork(_SeedNetwork):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """:param state: ``(B, num_inputs)``. :param action: ``(B, num_actions)``, env units
         when the network has an ``action_space``. :return: ``(Q1, Q2)``, each ``(B, 1)``."""
-        state = self._states(state, self.critic)
+        state = self._states(state)
         action = torch.as_tensor(action, dtype=state.dtype, device=state.device)
         if self._normalise:
             action = self.to_unit(action)
@@ -204,13 +204,20 @@ class GaussianPolicy(_SeedNetwork):
             act_space_size=num_actions, hidden_size=hidden_dim,
         )  # fmt: skip
         if actor.beta_dist or actor.ensemble_size != 1:
-            raise ValueError("GaussianPolicy wraps one tanh-Gaussian actor (no Beta, no ensemble)")
+            setting = "beta_dist = True" if actor.beta_dist else "ensemble_size"
+            raise ValueError(
+                "GaussianPolicy wraps one tanh-Gaussian actor (no Beta, no ensemble), got one "
+                f"with {setting} (in a quick-start SAC: a gin file bound "
+                f"ContinuousStochasticActor.{setting}). Fix: use sac.agent.actor (the actor "
+                "itself, which returns the action distribution in [-1, 1]), or clear that "
+                "binding before building SAC"
+            )
         self.actor = actor
 
     def forward(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """:return: ``(mean, log_std)`` of the Gaussian before ``tanh``, each
         ``(B, num_actions)``."""
-        dist = self.actor(self._states(state, self.actor))
+        dist = self.actor(self._states(state))
         return dist.loc, dist.log_scale
 
     def sample(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -220,7 +227,7 @@ class GaussianPolicy(_SeedNetwork):
             ``(B, num_actions)``, its log-density ``(B, 1)`` and the deterministic action
             ``tanh(mu) * action_scale + action_bias`` (what to use for evaluation).
         """
-        dist = self.actor(self._states(state, self.actor))
+        dist = self.actor(self._states(state))
         unit, log_prob = dist.rsample_with_log_prob()
         log_prob = log_prob - self.action_scale.log().sum()
         return self.to_env(unit), log_prob, self.to_env(dist.mean)
@@ -269,13 +276,13 @@ class DeterministicPolicy(_SeedNetwork):
 
     def forward(self, state: torch.Tensor) -> torch.Tensor:
         """:return: the action in env units, ``(B, num_actions)``."""
-        return self.to_env(self.actor(self._states(state, self.actor)))
+        return self.to_env(self.actor(self._states(state)))
 
     def sample(self, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """:return: ``(action, log_prob, mean)``: the mean plus exploration noise (env units,
         within the bounds), zeros ``(B, 1)`` (a deterministic policy has no density), and the
         mean action."""
-        unit_mean = self.actor(self._states(state, self.actor))
+        unit_mean = self.actor(self._states(state))
         noise = torch.randn_like(unit_mean) * self.noise_std
         if self.noise_clip is not None:
             noise = noise.clamp(-self.noise_clip, self.noise_clip)

@@ -317,14 +317,6 @@ class SAC(TrainingMixin, SavingMixin):
                 cached[1].noise_std = self.exploration_noise  # the agent's current setting
             return cached[1]
         dims = (self.obs_dim, self.act_dim, self.agent.hidden_size, self.action_space)
-        beta = getattr(network, "beta_dist", False)
-        if name == "policy" and (beta or getattr(network, "ensemble_size", 1) != 1):
-            raise ValueError(
-                "this SAC's actor is not one tanh-Gaussian (a gin file bound "
-                f"ContinuousStochasticActor.{'beta_dist = True' if beta else 'ensemble_size'}), "
-                "so it has no GaussianPolicy view. Fix: use sac.agent.actor (it returns the "
-                "action distribution in [-1, 1]), or clear that binding before building SAC"
-            )
         if name == "policy" and self.deterministic:
             view: torch.nn.Module = DeterministicPolicy(
                 *dims, actor=network, noise_std=self.exploration_noise, noise_clip=None

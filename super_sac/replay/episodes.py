@@ -83,7 +83,8 @@ def read_replay(
         reward = np.asarray(data["reward"], np.float64)
         terminated = np.asarray(data["done"]) > 0.5
         env_index = np.asarray(data["env_index"]) if "env_index" in data else None
-    order = _env_order(path, env_index)
+    envs = _env_count(env_index)
+    order = _env_order(path, env_index, envs)
     if order is not None:  # parallel envs: each env's rows together, in push order
         obs, nxt = ({k: v[order] for k, v in d.items()} for d in (obs, nxt))
         action, reward, terminated = action[order], reward[order], terminated[order]
@@ -113,7 +114,7 @@ def read_replay(
             )
         )
         start = end + 1
-    return [episodes[i] for i in np.argsort(firsts, kind="stable")], _env_count(env_index)
+    return [episodes[i] for i in np.argsort(firsts, kind="stable")], envs
 
 
 def _env_count(env_index: np.ndarray | None) -> int:
@@ -125,11 +126,11 @@ def _env_count(env_index: np.ndarray | None) -> int:
     return max(1, len(np.unique(env_index[env_index >= 0])))
 
 
-def _env_order(path: str, env_index: np.ndarray | None) -> np.ndarray | None:
+def _env_order(path: str, env_index: np.ndarray | None, envs: int) -> np.ndarray | None:
     """The rows grouped by env (stable, so each env's rows keep their push order), or ``None``
     when the buffer holds one env's rows (files of earlier versions, which did not record the
     env, count as one env, also when a resumed run added recorded rows)."""
-    if _env_count(env_index) <= 1:
+    if envs <= 1:
         return None
     if (env_index < 0).any():
         raise DatasetError(
