@@ -139,6 +139,12 @@ class Learner:
         """The entropy coefficient(s), detached: a scalar, or ``(E,)`` for SUNRISE members."""
         return self.log_alpha.detach().exp()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the last critic batch's features (a weak reference, a cache)."""
+        state = self.__dict__.copy()
+        state["_critic_features"] = None
+        return state
+
     # ------------------------------------------------------------------ updates
     def critic_step(self, batch: Batch, alpha: torch.Tensor, target_noise_std: float) -> Logs:
         """One critic update on ``batch`` (every SUNRISE member's at once for ensembles), then

@@ -165,6 +165,16 @@ class LeanAdam(torch.optim.Adam):
         super().load_state_dict(state_dict)
         self._cache = self._build_cache()
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """After ``pickle`` or ``copy.deepcopy`` (torch's optimizer copies only its state and
+        groups): every parameter gets its own step tensor, as in :meth:`state_dict`, and the
+        cached lists are rebuilt over the copied tensors."""
+        super().__setstate__(state)
+        for s in self.state.values():
+            if "step" in s:
+                s["step"] = s["step"].clone()
+        self._cache = self._build_cache()
+
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a group as the base class does; the next step rebuilds the cache."""
         self._unshare_steps()

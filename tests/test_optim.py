@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 import io
+import pickle
 
 import pytest
 import torch
@@ -99,6 +101,22 @@ def test_lean_adam_state_dict_round_trip_continues_exactly() -> None:
     for p, q, r in zip(a.parameters(), b.parameters(), c.parameters()):
         torch.testing.assert_close(q, p, rtol=0, atol=0)
         torch.testing.assert_close(r, p, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy"])
+def test_lean_adam_copied_with_its_network_continues_exactly(how: str) -> None:
+    net = _net()
+    opt = LeanAdam(net.parameters(), lr=1e-2)
+    _train(net, opt, range(4))
+    pair = (net, opt)
+    net2, opt2 = pickle.loads(pickle.dumps(pair)) if how == "pickle" else copy.deepcopy(pair)
+    assert opt2._cache is not None  # the short path is rebuilt over the copied tensors
+    assert set(opt2.state) == set(net2.parameters())
+    _train(net, opt, range(4, 8))
+    _train(net2, opt2, range(4, 8))
+    for p, q in zip(net.parameters(), net2.parameters()):
+        torch.testing.assert_close(q, p, rtol=0, atol=0)
+        assert float(opt2.state[q]["step"]) == 8.0  # one count per step, not one per parameter
 
 
 def test_lean_adam_skips_parameters_without_gradient_like_torch() -> None:

@@ -1,6 +1,8 @@
 """The quick-start SAC and ReplayMemory: acting, updating, training, saving and loading."""
 
+import copy
 import json
+import pickle
 import sys
 import types
 from pathlib import Path
@@ -503,6 +505,22 @@ def test_save_gradients_resumes_updates_bit_for_bit(tmp_path):
         assert torch.equal(a, b)
     # fresh Adam moments (and another target-update phase) give different parameters
     assert not all(torch.equal(a, b) for a, b in zip(parameters(sac), parameters(restarted)))
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy"])
+def test_a_trained_sac_with_loggers_can_be_pickled_and_copied(tmp_path, how):
+    sac = pendulum(log_dir=tmp_path / "tb", log_every_updates=1)
+    sac.train(1, max_steps=25, verbose=False)
+    copy_ = pickle.loads(pickle.dumps(sac)) if how == "pickle" else copy.deepcopy(sac)
+    assert (copy_.total_steps, copy_.updates, len(copy_.memory)) == (25, 18, 25)
+    assert copy_._loggers == [] and len(sac._loggers) == 1  # the original still logs
+    for a, b in zip(parameters(sac), parameters(copy_)):
+        assert torch.equal(a, b) and a.data_ptr() != b.data_ptr()
+    state = np.linspace(-1, 1, 3, dtype=np.float32)
+    assert np.array_equal(sac.select_action(state, True), copy_.select_action(state, True))
+    copy_.train(1, max_steps=5, verbose=False)  # a new episode, counters carried on
+    assert (copy_.total_steps, copy_.updates, sac.total_steps) == (30, 23, 25)
+    sac.close()
 
 
 def test_load_gradients_needs_a_save_with_gradients(tmp_path):

@@ -334,6 +334,19 @@ class SavingMixin:
             self.alpha_optim.load_state_dict(states["alpha"])
         self.updates = int(states["updates"])
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What ``pickle`` and ``copy.deepcopy`` copy: everything :meth:`save` keeps (networks,
+        optimizers, alpha, settings) plus the replay memory, the env and the step counters,
+        but not the open loggers (the copy logs nowhere; pass ``log_dir`` to a new
+        :class:`SAC` for that) nor the episode under way (the copy's next :meth:`train`
+        starts a new one, as after :meth:`from_pretrained`)."""
+        state = self.__dict__.copy()
+        state["_total_steps"] = self.total_steps
+        state["_collector"] = None  # its vector env over this env holds closures
+        state["_loggers"] = []  # open files, threads and a wandb run
+        state["_seed_views"] = {}
+        return state
+
     def close(self) -> None:
         """Flush and close the loggers (tensorboard, wandb). The env is left open."""
         for logger in self._loggers:
