@@ -156,7 +156,8 @@ class Trainer:
         """One step's updates: ``critic_updates_per_step`` critic updates (with prioritized
         replay, the batches' new priorities; with ``afbc_per`` in a phase that runs AFBC, the
         batches' new advantage priorities), ``markov_abstraction_updates_per_step`` Markov
-        state abstraction updates of the encoder, then every ``actor_delay`` steps the actor:
+        state abstraction updates of the encoder, then every ``actor_delay``-th update step
+        (:meth:`_actor_due`) the actor:
         ``pg_actor_updates_per_step`` policy-gradient updates (online, ``use_pg_update_online``;
         each followed by alpha's) and/or ``afbc_actor_updates_per_step`` AFBC updates (offline,
         or online with ``use_afbc_update_online``). An online step without policy-gradient
@@ -181,7 +182,8 @@ class Trainer:
                     batch.idxs, adv_estimator.advantage_priorities(learner.advantage(batch))
                 )
         batch = self.markov_updates(logs, batch)
-        if use_pg and self.step % cfg.actor_delay == 0:
+        actor_due = self._actor_due()
+        if use_pg and actor_due:
             for i in range(cfg.pg_actor_updates_per_step):
                 if not (cfg.reuse_replay_dicts and i == 0 and batch is not None):
                     batch = self._sample()
@@ -190,7 +192,7 @@ class Trainer:
                 if learner.alpha_optimizer is not None:
                     self.learner.track_finite(logs["alpha/loss"])
                     alpha = learner.alpha
-        if use_afbc and self.step % cfg.actor_delay == 0:
+        if use_afbc and actor_due:
             self.afbc_updates(logs, batch)
         if phase == "online" and not use_pg and learner.alpha_optimizer is not None:
             if not (cfg.reuse_replay_dicts and batch is not None):
@@ -199,6 +201,21 @@ class Trainer:
             self.learner.track_finite(logs["alpha/loss"])
         self.learner.fold_finite()
         self.last_logs = logs
+
+    def _actor_due(self) -> bool:
+        """Whether this step's actor updates run: every ``actor_delay``-th update step, counted
+        by the critic updates so far (``critic_updates_per_step`` per step, across phases), so
+        that with ``target_delay == actor_delay`` the actor and the targets move on the same
+        step whatever the warm-up or the transitions per step (TD3, Fujimoto et al. 2018:
+        the policy and every target network every d-th critic update). Runs without critic
+        updates (BC, Markov only) count the phase's steps."""
+        cfg = self.cfg
+        if cfg.actor_delay == 1:
+            return True
+        if cfg.critic_updates_per_step > 0:
+            update_steps = self.learner.critic_updates // cfg.critic_updates_per_step
+            return update_steps % cfg.actor_delay == 0
+        return self.step % cfg.actor_delay == 0
 
     def markov_updates(self, logs: dict[str, torch.Tensor], batch: Batch | None) -> Batch | None:
         """``markov_abstraction_updates_per_step`` Markov state abstraction updates (Allen et

@@ -125,6 +125,31 @@ def test_td3_update_schedule_counts():
     assert summary["actor_updates"] == 100  # every second step
 
 
+@pytest.mark.parametrize(
+    "extra", [["super_sac.random_warmup_steps = 99"], ["super_sac.transitions_per_online_step = 3"]]
+)
+def test_td3_actor_and_targets_move_on_the_same_update_step(monkeypatch, extra):
+    """TD3 updates the actor and every target on each d-th critic update, whatever the phase
+    of the loop's step counter when updates start (an odd warm-up, 3 transitions a step)."""
+    from super_sac.learner import Learner
+
+    at_actor_steps: list[int] = []
+    actor_step = Learner.pg_actor_step
+
+    def recording(self, *args, **kwargs):
+        at_actor_steps.append(self.critic_updates)
+        return actor_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(Learner, "pg_actor_step", recording)
+    summary = _train("td3.gin", steps=300, extra=extra)
+    updates = summary["critic_updates"]
+    # from step 100 (after 99 warm-up steps), or from step 34 (the 100 warm-up transitions
+    # end inside the 34th step of 3): either way the first update falls on an even step
+    assert updates in (201, 267)
+    # targets move after critic updates 2, 4, ... (target_delay 2): so does the actor
+    assert at_actor_steps == list(range(2, updates + 1, 2))
+
+
 def test_original_style_gin_file_loads_unchanged(tmp_path):
     cfg = tmp_path / "old_style.gin"
     cfg.write_text(
