@@ -1,13 +1,15 @@
 """Crash-safe checkpoints of the whole training state.
 
-A checkpoint is a folder ``<run_dir>/checkpoints/ckpt_<env_steps>/`` holding
+A checkpoint is a folder ``<run_dir>/checkpoints/ckpt_<log step>/`` holding (the log step is
+the env step online; a run with BC or offline phases counts their steps before it, see
+:attr:`super_sac.main.Trainer.log_step`)
 
 * ``state.pt``: everything but the replay data (networks, target networks, optimizers,
   log-alpha, counters, schedules, the n-step queue, the current episodes, RNG states), written
   with :func:`torch.save` and read back with ``weights_only=True``, so a checkpoint from an
   untrusted source cannot run code;
 * ``buffer.npz``: the replay buffer (:meth:`super_sac.replay.ReplayBuffer.save`, no pickles);
-* ``MANIFEST.json``: the SHA-256 and size of both files.
+* ``MANIFEST.json``: the SHA-256 and size of both files, the log step and the env steps.
 
 The folder is assembled under a temporary name, every file is fsynced, and only then is it renamed
 into place (an atomic step on POSIX file systems), so a crash leaves either the previous
@@ -151,7 +153,7 @@ def remove_incomplete(run_dir: str | os.PathLike) -> list[Path]:
 
 def write_checkpoint(
     run_dir: str | os.PathLike,
-    env_steps: int,
+    log_step: int,
     state: dict[str, Any],
     buffer: ReplayBuffer,
     keep: int = 2,
@@ -159,7 +161,8 @@ def write_checkpoint(
     """Write a checkpoint atomically and keep only the newest ``keep`` of them.
 
     :param run_dir: the run directory.
-    :param env_steps: names the checkpoint (``ckpt_<env_steps>``).
+    :param log_step: names the checkpoint (``ckpt_<log_step>``): the trainer's log step, the
+        env step in an online-only run.
     :param state: the trainer state (tensors, numbers, strings, lists, dicts only).
     :param buffer: the replay buffer, saved beside the state.
     :param keep: how many checkpoints to keep (older ones are deleted after the new one is in
@@ -168,15 +171,21 @@ def write_checkpoint(
     """
     root = checkpoint_root(run_dir)
     root.mkdir(parents=True, exist_ok=True)
-    final = root / f"ckpt_{env_steps}"
-    tmp = root / f".tmp_ckpt_{env_steps}_{os.getpid()}"
+    final = root / f"ckpt_{log_step}"
+    tmp = root / f".tmp_ckpt_{log_step}_{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
     try:
         torch.save(state, tmp / _STATE_FILE)
         buffer.save(tmp / _BUFFER_FILE)
-        manifest = {"format": FORMAT_VERSION, "env_steps": env_steps, "files": {}}
+        env_steps = state.get("counters", {}).get("env_steps")
+        manifest = {
+            "format": FORMAT_VERSION,
+            "log_step": log_step,
+            "env_steps": None if env_steps is None else int(env_steps),
+            "files": {},
+        }
         for name in (_STATE_FILE, _BUFFER_FILE):
             _fsync_file(tmp / name)
             manifest["files"][name] = {
@@ -284,7 +293,7 @@ def checkpoint_episodes(
         where = (
             f"the newest of this run's is {newest[0]}"
             if newest
-            else f"<run>/{CHECKPOINT_DIRNAME}/ckpt_<env steps>, which holds the run's replay buffer"
+            else f"<run>/{CHECKPOINT_DIRNAME}/ckpt_<step>, which holds the run's replay buffer"
         )
         what = (
             f"no {_MANIFEST}, so it is not a checkpoint folder"

@@ -307,7 +307,8 @@ class Learner:
             train_encoder=True,
             actor_lambda=self.cfg.actor_lambda,
         )
-        logs.pop("actor/advantages")  # zeros: no critic is evaluated
+        for key in ("actor/advantages", "actor/adv_mean", "actor/filter_mean"):
+            logs.pop(key)  # no critic is evaluated: zeros and ones that mean nothing
         self.actor_updates += 1
         return logs
 

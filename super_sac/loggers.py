@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -76,8 +78,27 @@ class TensorboardLogger(NullLogger):
         self.writer.close()
 
 
+class MissingExtraError(ImportError):
+    """An optional dependency that the chosen setting needs is not installed."""
+
+
+WANDB_ID_FILE = "wandb_run_id.txt"
+
+
 class WandbLogger(NullLogger):
-    """Scalars to a wandb run (works offline with ``WANDB_MODE=offline``)."""
+    """Scalars to a wandb run (works offline with ``WANDB_MODE=offline``).
+
+    In a run directory the wandb run's id is kept in :data:`WANDB_ID_FILE`, so a resumed run
+    logs to the same wandb run (``resume="allow"``); the steps that the interrupted run had
+    already logged after its checkpoint keep their first values (wandb steps only grow; a
+    resumed run repeats them exactly on the same machine), where tensorboard drops them.
+
+    :param step_metrics: ``{key prefix: x-axis name}`` for metrics that are not all logged
+        against one growing step (the quick-start's losses against updates and returns against
+        env steps): each metric is then plotted against its own axis, logged beside it
+        (wandb's ``define_metric``), instead of being dropped when its step is smaller than
+        another metric's.
+    """
 
     def __init__(
         self,
@@ -87,13 +108,16 @@ class WandbLogger(NullLogger):
         name: str | None,
         config: dict[str, Any],
         tags: list[str] | None = None,
+        step_metrics: dict[str, str] | None = None,
     ) -> None:
         try:
             import wandb
         except ImportError as err:
-            raise ImportError(
+            raise MissingExtraError(
                 "logging to wandb needs the wandb package: pip install 'super_sac[wandb]'"
             ) from err
+        id_file = None if run_dir is None else Path(run_dir) / WANDB_ID_FILE
+        run_id = id_file.read_text().strip() if id_file and id_file.is_file() else None
         self.run = wandb.init(
             entity=entity,
             project=project,
@@ -101,24 +125,52 @@ class WandbLogger(NullLogger):
             dir=None if run_dir is None else str(run_dir),
             config=config,
             tags=tags,
-            reinit=True,
+            id=run_id,
+            resume="allow" if run_id else None,
+            reinit=_reinit_setting(wandb.__version__),
         )
+        if id_file is not None and run_id is None:
+            atomic_write_text(id_file, self.run.id)
+        # a resumed wandb run continues after the last step it holds (0 when offline)
+        self._first_step = int(getattr(self.run, "step", 0) or 0) if run_id else 0
+        self.step_metrics = dict(step_metrics or {})
+        for prefix, axis in self.step_metrics.items():
+            self.run.define_metric(axis)
+            self.run.define_metric(f"{prefix}*", step_metric=axis)
         self.where = f"wandb {entity}/{project} ({getattr(self.run, 'url', None) or run_dir})"
 
     def log(self, metrics: dict[str, float], step: int) -> None:
-        self.run.log(metrics, step=step)
+        if step < self._first_step:
+            return  # logged before the resume
+        if not self.step_metrics:
+            self.run.log(metrics, step=step)
+            return
+        axes = {
+            axis
+            for key in metrics
+            for prefix, axis in self.step_metrics.items()
+            if key.startswith(prefix)
+        }
+        self.run.log({**metrics, **dict.fromkeys(axes, step)})
 
     def log_video(
         self, tag: str, frames: list[Any], step: int, fps: float, path: Path | None = None
     ) -> None:
         """The written video file (wandb encodes arrays only with moviepy; a file needs nothing)."""
-        if path is not None:
+        if path is not None and step >= self._first_step:
             import wandb
 
             self.run.log({tag: wandb.Video(str(path), fps=int(round(fps)))}, step=step)
 
     def close(self) -> None:
         self.run.finish()
+
+
+def _reinit_setting(version: str) -> bool | str:
+    """``wandb.init``'s ``reinit`` that finishes a run still open in the process: the string
+    from wandb 0.19.10 on (where a bool is deprecated), ``True`` before."""
+    numbers = tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+    return "finish_previous" if numbers >= (0, 19, 10) else True
 
 
 def resolve_wandb_target(entity: str | None, project: str | None) -> tuple[str, str]:
@@ -274,12 +326,33 @@ def open_run_dir(
         check_writable(run_dir, needed_bytes)
         config_text = gin.operative_config_str() or "# no gin bindings were used for this run\n"
         atomic_write_text(run_dir / "config.gin", config_text)
+        if cfg.resume:
+            hparams = with_first_run_info(run_dir / "hparams.json", hparams)
         atomic_write_json(run_dir / "hparams.json", hparams)
     except BaseException:
         if lock is not None:
             lock.close()
         raise
     return run_dir, lock
+
+
+def with_first_run_info(path: Path, hparams: dict[str, Any]) -> dict[str, Any]:
+    """A resumed run's ``hparams``, whose settings are this session's, with the ``run_info``
+    (script and command-line options) of the run's first session kept from the ``hparams.json``
+    at ``path`` and this session's appended to its ``resumes`` list."""
+    try:
+        earlier = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return hparams
+    if not isinstance(earlier, dict) or earlier.get("run_info") is None:
+        return hparams
+    resumes = earlier.get("resumes")
+    resumes = list(resumes) if isinstance(resumes, list) else []
+    return {
+        **hparams,
+        "run_info": earlier["run_info"],
+        "resumes": [*resumes, hparams.get("run_info")],
+    }
 
 
 def check_writable(run_dir: Path, needed_bytes: int) -> None:

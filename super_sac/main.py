@@ -34,7 +34,13 @@ from super_sac.learner import Learner
 from super_sac.loggers import NullLogger, make_logger, open_run_dir
 from super_sac.replay import AdvantageIndex, Batch, ReplayBuffer
 from super_sac.reporting import PHASES, NonFiniteError, SessionStart
-from super_sac.utils import atomic_write_json, flush_denormals, matmul_precision, set_seed
+from super_sac.utils import (
+    atomic_write_json,
+    flush_denormals,
+    matmul_precision,
+    nan_to_none,
+    set_seed,
+)
 from super_sac.validation import ConfigError, validate_config
 from super_sac.vector_envs import as_gym_vector_env
 
@@ -484,12 +490,17 @@ class Trainer:
             self.logger.close()
         self.wall_seconds = reporting.wall_clock(self)
         summary = self.summary()
-        if self.run_dir is not None:
-            atomic_write_json(self.run_dir / "summary.json", summary)
+        if self.run_dir is not None:  # no evaluation: null returns (NaN in the dict)
+            atomic_write_json(self.run_dir / "summary.json", nan_to_none(summary))
         if self.cfg.verbosity > 0:
-            print(
+            result = (
                 f"final evaluation return {summary['final_eval_return']:.2f} "
-                f"(best {summary['best_eval_return']:.2f}) after {summary['env_steps']} env "
+                f"(best {summary['best_eval_return']:.2f})"
+                if self.eval_history
+                else "no evaluations"
+            )
+            print(
+                f"{result} after {summary['env_steps']} env "
                 f"steps, {summary['env_steps_per_s']:.0f} env steps/s"
                 + (f"; logs and weights in {self.run_dir}" if self.run_dir else ""),
                 flush=True,

@@ -20,11 +20,14 @@ from super_sac.utils import atomic_write_json, atomic_write_text
 from super_sac.video import env_fps, write_video
 
 if TYPE_CHECKING:
+    import torch
+
     from super_sac.main import Trainer
 
 PHASES = ("bc", "offline", "online")
 EVAL_ENV_INDEX = 2**31 - 1  # the episode-seed stream of the evaluation env
 EVAL_CSV = "evaluations.csv"
+PER_CRITIC_LOGS = ("critic/member_mse",)  # logged as one scalar per critic
 EVAL_CSV_COLUMNS = (
     "env_steps",
     "phase",
@@ -227,8 +230,15 @@ def save_video(trainer: Trainer, frames: list[np.ndarray]) -> Path | None:
 
 
 def log(trainer: Trainer, elapsed: float) -> None:
-    """Send the latest update metrics and the schedule to the logger (one host sync)."""
-    metrics = {k: float(v.float().mean()) for k, v in trainer.last_logs.items()}
+    """Send the latest update metrics and the schedule to the logger (one host sync).
+
+    The update metrics are those of the last update before the log (a snapshot, not an average
+    over the interval), and each is logged once: a log with no update since the previous one
+    (the online warm-up after an offline phase) sends only the schedule. Per-critic vectors
+    (``critic/member_mse``) are logged one scalar per critic. The exploration noise's std is
+    logged when the loop adds it, the env steps per second in the online phase."""
+    metrics = update_metrics(trainer.last_logs)
+    trainer.last_logs = {}
     metrics.update({f"schedule/phase_{p}": float(p == trainer.phase) for p in PHASES})
     metrics.update(
         {
@@ -236,18 +246,32 @@ def log(trainer: Trainer, elapsed: float) -> None:
             "schedule/env_steps": float(trainer.env_steps),
             "schedule/critic_updates": float(trainer.critic_updates),
             "schedule/actor_updates": float(trainer.actor_updates),
-            "schedule/exploration_std": trainer.noise.std,
             "schedule/alpha": float(trainer.alpha.mean()),
             "schedule/buffer_size": float(len(trainer.buffer)),
-            "perf/env_steps_per_s": (trainer.env_steps - trainer.session.env_steps)
-            / max(elapsed, 1e-9),
         }
     )
+    if trainer.cfg.use_exploration_process:
+        metrics["schedule/exploration_std"] = trainer.noise.std
+    if trainer.phase == "online":
+        speed = (trainer.env_steps - trainer.session.env_steps) / max(elapsed, 1e-9)
+        metrics["perf/env_steps_per_s"] = speed
     returns = trainer.recent_returns
     if returns:
         metrics["train/episode_return"] = float(np.mean(returns))
         returns.clear()
     trainer.logger.log(metrics, trainer.log_step)
+
+
+def update_metrics(logs: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Scalars of an update's logs: the mean of a batch of values (a SUNRISE member's or a
+    sample's), and one ``<key>/<i>`` scalar per critic for per-critic vectors."""
+    metrics = {}
+    for key, value in logs.items():
+        if key in PER_CRITIC_LOGS and value.dim() == 1:
+            metrics.update({f"{key}/{i}": float(v) for i, v in enumerate(value.float().tolist())})
+        else:
+            metrics[key] = float(value.float().mean())
+    return metrics
 
 
 def _earlier_speeds(run_dir: Path | None) -> dict[str, float]:

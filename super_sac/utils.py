@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import pickle
 import random
@@ -136,6 +137,19 @@ def load_torch_file(file: str | os.PathLike, device: str | torch.device = "cpu")
 def atomic_write_json(path: str | os.PathLike, data: Any) -> None:
     """Write ``data`` as indented JSON, atomically."""
     atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+def nan_to_none(data: Any) -> Any:
+    """``data`` with every NaN or infinite float (in nested dicts, lists and tuples) replaced by
+    ``None``, so that its JSON is standard (``null``, not the bare ``NaN`` that strict parsers
+    refuse)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, dict):
+        return {k: nan_to_none(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [nan_to_none(v) for v in data]
+    return data
 
 
 MATMUL_PRECISIONS = ("highest", "high", "medium")

@@ -13,6 +13,7 @@ import pytest
 
 from super_sac import cli
 from super_sac.config import GinConfigError
+from super_sac.loggers import MissingExtraError
 from super_sac.validation import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,6 +139,7 @@ def test_malformed_config_line_names_file_and_line(tmp_path):
         GinConfigError("no configurable"),
         cli.UnknownEnvError("unknown env"),
         FileNotFoundError("gin config x.gin not found"),
+        MissingExtraError("logging to wandb needs the wandb package: pip install ..."),
     ],
 )
 def test_cli_prints_user_errors_as_one_line_with_status_2(error, capsys):
@@ -200,6 +202,10 @@ def test_resume_keeps_the_runs_options_and_refuses_changed_ones(tmp_path):
     assert hparams["name"] == "td3_MountainCarContinuous-v0" and hparams["logging_method"] == "none"
     assert hparams["seed"] == 1 and hparams["run_info"]["args"]["config"] == "td3.gin"
     assert not list(run.rglob("events.out.tfevents*"))
+    # the first session's command line stays the run's record; each resume's is listed
+    assert hparams["run_info"]["args"]["steps"] == 20
+    assert hparams["run_info"]["args"]["run_dir"] == str(run)
+    assert [r["args"]["steps"] for r in hparams["resumes"]] == [40, 60]
 
 
 def test_gin_seed_and_name_bindings_are_the_runs_without_the_flags(tmp_path):
@@ -407,8 +413,16 @@ def test_replay_of_a_run_with_parallel_envs_is_read_env_by_env(tmp_path):
         actions = buf["action"][:300].reshape(-1)
     out = tmp_path / "replay.npz"
     summary = cli.record_minatar_dataset(
-        ["--game", "breakout", "--max_episode_steps", "40", "--replay", str(ckpt), "--npz",
-         str(out)]  # fmt: skip
+        [
+            "--game",
+            "breakout",
+            "--max_episode_steps",
+            "40",
+            "--replay",
+            str(ckpt),
+            "--npz",
+            str(out),
+        ]  # fmt: skip
     )
     data, _ = ds.load_npz(out)  # load_npz's own checks: every flagless step continues
     finished = torch.load(ckpt / "state.pt", weights_only=True)["counters"]["episodes"]

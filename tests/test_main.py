@@ -1,6 +1,7 @@
 """The training loop end to end: gin files, run directory, determinism, gymnasium semantics and
 the errors raised before training."""
 
+import dataclasses
 import json
 from functools import partial
 from pathlib import Path
@@ -15,6 +16,7 @@ from gymnasium import spaces
 import super_sac
 from super_sac import Agent, ReplayBuffer, augmentations, cli, nets
 from super_sac.config import GinConfigError, parse_gin
+from super_sac.loggers import NullLogger
 from super_sac.main import ConfigError, TrainConfig, Trainer
 from super_sac.validation import ConfigWarning
 from super_sac.wrappers import NormActionSpace, SimpleGymWrapper, make_gym_env
@@ -422,9 +424,60 @@ def test_verbosity_zero_silences_the_buffers_allocation_message(capsys):
     assert run(0) == ""
 
 
-def test_zero_eval_episodes_skips_evaluation():
+def test_zero_eval_episodes_skips_evaluation(tmp_path, capsys):
     summary = _run(eval_episodes=0, num_steps_online=3)
     assert summary["eval_history"] == [] and np.isnan(summary["final_eval_return"])
+    # on disk the missing returns are JSON nulls (strict parsers refuse a bare NaN)
+    run_dir = tmp_path / "run"
+    _run(eval_episodes=0, num_steps_online=3, save_to_disk=True, run_dir=str(run_dir), verbosity=1)
+    text = (run_dir / "summary.json").read_text()
+    assert "NaN" not in text
+    saved = json.loads(text)
+    assert saved["final_eval_return"] is None and saved["best_eval_return"] is None
+    assert "no evaluations after 3 env steps" in capsys.readouterr().out
+
+
+class _RecordingLogger(NullLogger):
+    def __init__(self):
+        self.calls: list[tuple[dict[str, float], int]] = []
+
+    def log(self, metrics, step):
+        self.calls.append((dict(metrics), step))
+
+
+def test_each_update_metric_is_logged_once_and_only_what_applies():
+    """Update metrics are logged once (a log with no update since the last sends only the
+    schedule), per critic for per-critic vectors; the exploration std only when noise is added,
+    the env steps per second only online."""
+    from super_sac import reporting
+
+    trainer = Trainer(
+        Agent(1, nets.FlatEncoder(3), hidden_size=8),
+        ReplayBuffer(100, verbose=False),
+        make_gym_env("Pendulum-v1"),
+        make_gym_env("Pendulum-v1"),
+        TrainConfig(verbosity=0, save_to_disk=False, log_to_disk=False),
+    )
+    trainer.logger = logger = _RecordingLogger()
+    trainer.last_logs = {
+        "critic/loss": torch.tensor(2.0),
+        "critic/member_mse": torch.tensor([1.0, 3.0]),
+        "actor/loss": torch.tensor([0.5, 1.5]),  # a batch of values: their mean
+    }
+    trainer.phase = "offline"
+    reporting.log(trainer, 1.0)
+    trainer.phase = "online"
+    reporting.log(trainer, 1.0)
+    (first, _), (second, _) = logger.calls
+    assert first["critic/loss"] == 2.0 and first["actor/loss"] == 1.0
+    assert (first["critic/member_mse/0"], first["critic/member_mse/1"]) == (1.0, 3.0)
+    assert "critic/member_mse" not in first
+    assert not any(k.startswith(("critic/", "actor/")) for k in second)
+    assert "perf/env_steps_per_s" not in first and "perf/env_steps_per_s" in second
+    assert "schedule/exploration_std" not in first | second  # SAC adds no noise
+    trainer.cfg = dataclasses.replace(trainer.cfg, use_exploration_process=True)
+    reporting.log(trainer, 1.0)
+    assert logger.calls[-1][0]["schedule/exploration_std"] == trainer.noise.std
 
 
 def test_matmul_precision_applies_during_the_run_and_is_restored():

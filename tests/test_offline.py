@@ -118,6 +118,30 @@ def test_each_phase_runs_its_own_updates(dataset, monkeypatch):
     ]
 
 
+def test_the_online_warm_up_after_offline_phases_logs_no_stale_update_metrics(dataset, monkeypatch):
+    logged = []
+    monkeypatch.setattr(NullLogger, "log", lambda self, m, step: logged.append((step, m)))
+    _run(dataset, bc_warmup_steps=2, num_steps_offline=2, num_steps_online=4,
+         random_warmup_steps=2, log_interval=1)  # fmt: skip
+    updated = {s: "critic/loss" in m or "actor/afbc_loss" in m for s, m in logged if
+               "schedule/phase_bc" in m}  # fmt: skip
+    # BC and offline steps 1-4 update; online env steps 1-2 (log steps 5-6) are random warm-up
+    assert updated == {1: True, 2: True, 3: True, 4: True, 5: False, 6: False, 7: True, 8: True}
+
+
+def test_checkpoints_are_named_by_the_log_step_and_record_both_counts(dataset, tmp_path):
+    agent, buffer, env, test_env = _parts(dataset)
+    settings = _settings(bc_warmup_steps=2, num_steps_offline=2, num_steps_online=3,
+                         base_save_path=str(tmp_path), name="run", checkpoint_interval=2,
+                         keep_checkpoints=10, log_to_disk=False)  # fmt: skip
+    super_sac.super_sac(agent, buffer, env, test_env, **settings)
+    folders = sorted((tmp_path / "run_0" / "checkpoints").glob("ckpt_*"))
+    manifests = {f.name: json.loads((f / "MANIFEST.json").read_text()) for f in folders}
+    counts = {name: (m["log_step"], m["env_steps"]) for name, m in manifests.items()}
+    # BC step 2 (log step 2), offline step 2 (4), online env steps 2 and 3 (6 and 7)
+    assert counts == {"ckpt_2": (2, 0), "ckpt_4": (4, 0), "ckpt_6": (6, 2), "ckpt_7": (7, 3)}
+
+
 def test_the_logs_say_which_phase_runs(dataset, monkeypatch):
     logged = []
     monkeypatch.setattr(NullLogger, "log", lambda self, m, step: logged.append((step, m)))

@@ -1833,3 +1833,33 @@ def test_one_config_may_run_other_budgets_on_other_envs_in_one_report(tmp_path):
     write_manifest(tmp_path / "long", Grid.make(["sac.gin"], ["Pendulum-v1"], "0", 8000))
     with pytest.raises(ValueError, match="'sac' on Pendulum-v1 is in both .*steps"):
         build_report([tmp_path / "pendulum", tmp_path / "long"])
+
+
+def test_plot_runs_labels_its_axis_by_what_the_runs_evaluated(tmp_path, monkeypatch):
+    import matplotlib.axes
+
+    from super_sac.sweep.report import plot_runs
+
+    def run(name, phases):
+        folder = tmp_path / name
+        folder.mkdir()
+        rows = [",".join(EVAL_CSV_COLUMNS)]
+        rows += [f"{env},{phase},{step},1,0,0,0,1,0" for env, phase, step in phases]
+        (folder / "evaluations.csv").write_text("\n".join(rows) + "\n")
+        return folder
+
+    online = run("online", [(100, "online", 100), (200, "online", 200)])
+    offline = run("offline", [(0, "offline", 100), (0, "offline", 200)])
+    labels = []
+    original = matplotlib.axes.Axes.set_xlabel
+    monkeypatch.setattr(
+        matplotlib.axes.Axes,
+        "set_xlabel",
+        lambda self, label, *a, **kw: labels.append(label) or original(self, label, *a, **kw),
+    )
+    assert plot_runs([online], tmp_path / "a.png") == tmp_path / "a.png"
+    plot_runs([offline], tmp_path / "b.png")
+    assert labels == ["env steps", "gradient steps (offline)"]
+    assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(ValueError, match="offline only .*plot them separately"):
+        plot_runs([online, offline], tmp_path / "c.png")

@@ -125,7 +125,7 @@ def test_wandb_receives_the_written_file(tmp_path, monkeypatch):
             logged.append((data, step))
 
     logger = WandbLogger.__new__(WandbLogger)
-    logger.run = _Run()
+    logger.run, logger._first_step = _Run(), 0
     path = video.write_video([np.zeros((4, 4, 3), np.uint8)] * 3, tmp_path / "v", fps=5)
     logger.log_video("eval/video", [], 7, 5.0, path)
     ((data, step),) = logged

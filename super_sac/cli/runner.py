@@ -44,7 +44,7 @@ from super_sac.cli.parsers import (
 )
 from super_sac.config import GinConfigError, parse_gin
 from super_sac.datasets import DatasetError
-from super_sac.loggers import RunDirInUseError
+from super_sac.loggers import MissingExtraError, RunDirInUseError
 from super_sac.main import validation_only
 from super_sac.validation import ConfigError
 
@@ -659,6 +659,7 @@ CLI_ERRORS: tuple[type[Exception], ...] = (
     FileNotFoundError,
     FileExistsError,
     RunDirInUseError,
+    MissingExtraError,
     NotImplementedError,
 )
 

@@ -30,6 +30,9 @@ from super_sac.utils import flush_denormals, get_device, set_seed
 from super_sac.wrappers import ActionScaler
 
 POLICY_TYPES = ("Gaussian", "Deterministic")
+#: the x-axis of each group of logged metrics: losses, alpha and weights against updates,
+#: training returns against env steps (``SAC.total_steps``)
+QUICKSTART_AXES = {"loss/": "updates", "alpha/": "updates", "train/": "env_steps"}
 
 
 # the settings checked by check_arguments: counts (ints >= 1), real ranges, flags
@@ -303,6 +306,7 @@ class SAC(TrainingMixin, SavingMixin):
                     cfg["wandb_run_name"],
                     config,
                     tags=cfg["wandb_tags"],
+                    step_metrics=QUICKSTART_AXES,
                 )
             )
         return loggers

@@ -1038,19 +1038,35 @@ def plot_runs(
     run_dirs: list[str | os.PathLike], path: str | os.PathLike, column: str = "return_mean"
 ) -> Path:
     """One panel with the ``column`` curve of each run in ``run_dirs`` (their
-    ``evaluations.csv``). :raises FileNotFoundError: for a run without evaluations."""
+    ``evaluations.csv``), against env steps, or against gradient steps when no run has an
+    online evaluation (:func:`read_curve`).
+
+    :raises FileNotFoundError: for a run without evaluations.
+    :raises ValueError: when online and offline-only runs are mixed (two different x-axes).
+    """
+    rows_of = {}
+    for run_dir in run_dirs:
+        run = Path(run_dir)
+        rows_of[run] = read_evaluations(run) if run.is_file() else _read_rows(run)
+        if not rows_of[run]:
+            raise FileNotFoundError(f"{run_dir} has no {EVAL_CSV} (or no evaluation yet)")
+    online = {run: _has_online(rows) for run, rows in rows_of.items()}
+    if len(set(online.values())) > 1:
+        offline = [str(run) for run, has in online.items() if not has]
+        raise ValueError(
+            f"{', '.join(offline)} evaluated offline only (x-axis: gradient steps) while the "
+            "other runs evaluated online (x-axis: env steps); plot them separately"
+        )
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    for run_dir in run_dirs:
-        steps, values = read_curve(run_dir, column)
-        if steps.size == 0:
-            raise FileNotFoundError(f"{run_dir} has no {EVAL_CSV} (or no evaluation yet)")
-        ax.plot(steps, values, marker="." if steps.size < 30 else None, label=Path(run_dir).name)
-    ax.set_xlabel("env steps")
+    for run, rows in rows_of.items():
+        steps, values = _curve(rows, column)
+        ax.plot(steps, values, marker="." if steps.size < 30 else None, label=run.name)
+    ax.set_xlabel("env steps" if all(online.values()) else "gradient steps (offline)")
     ax.set_ylabel(column)
     ax.legend(fontsize="small")
     fig.tight_layout()
