@@ -458,3 +458,20 @@ def test_original_dmc_gin_files_run_unchanged(name, tmp_path):
     bindings = ["super_sac.max_episode_steps = 20"]
     summary = train_cartpole_from_pixels(ORIGINAL / name, tmp_path, bindings=bindings)
     assert np.isfinite(summary["final_eval_return"])
+
+
+def test_drqv2_gin_evaluates_every_10k_frames_of_a_1m_frame_run():
+    """DrQ-v2 evaluates every 10,000 frames (eval_every_frames) and reports the easy tasks at
+    1M frames; a loop step is transitions_per_online_step transitions of action_repeat frames."""
+    import gin
+
+    from super_sac.config import parse_gin
+
+    action_repeat = cli.dmc_parser().parse_args([]).action_repeat
+    assert action_repeat == 2
+    parse_gin([DMC / "drqv2.gin"])
+    frames_per_step = gin.query_parameter("super_sac.transitions_per_online_step") * action_repeat
+    assert frames_per_step == 4
+    assert gin.query_parameter("super_sac.eval_interval") * frames_per_step == 10_000
+    assert gin.query_parameter("super_sac.num_steps_online") * frames_per_step == 1_000_000
+    assert gin.query_parameter("DrQPixelEncoder.conv_init") == "orthogonal"

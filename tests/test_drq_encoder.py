@@ -3,8 +3,10 @@
 import gin
 import pytest
 import torch
+from torch import nn
 
 from super_sac.augmentations import center_crop
+from super_sac.nets import conv_weight_init
 from super_sac.nets.cnns import DMCPixelEncoder, DrQPixelEncoder
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -188,3 +190,150 @@ def test_the_papers_dmc_files_use_per_network_trunks_and_the_markov_file_a_share
         assert gin.query_parameter("ContinuousCritic.trunk_dim") == trunk, name
     gin.clear_config()
     assert ContinuousCritic(8, 1).trunk is None  # cleared: the default is back
+
+
+# ------------------------------------------------------------------- conv init and pixel scaling
+
+
+def _flat_kernels(enc: DrQPixelEncoder) -> list[torch.Tensor]:
+    return [conv.weight.detach().flatten(1) for conv in enc.convs if isinstance(conv, nn.Conv2d)]
+
+
+def test_orthogonal_conv_init_fills_the_kernel_with_orthogonal_rows_of_the_relu_gain():
+    torch.manual_seed(0)
+    enc = DrQPixelEncoder(9, image_size=16, conv_init="orthogonal")
+    gain = nn.init.calculate_gain("relu")
+    convs = [m for m in enc.convs if isinstance(m, nn.Conv2d)]
+    for conv, w in zip(convs, _flat_kernels(enc)):
+        assert w.shape[0] <= w.shape[1]  # 32 <= 81 and 32 <= 288: the rows are orthogonal
+        eye = torch.eye(w.shape[0])
+        assert torch.allclose(w @ w.T, gain**2 * eye, atol=1e-4)
+        off_centre = conv.weight.detach().clone()
+        off_centre[:, :, 1, 1] = 0.0
+        assert off_centre.abs().sum() > 0  # taps beyond the centre are filled
+        assert torch.count_nonzero(conv.bias) == 0
+    # the head's linear layer is still orthogonal, unscaled ((50, 32): orthonormal columns)
+    fc = enc.fc.weight.detach()
+    assert torch.allclose(fc.T @ fc, torch.eye(fc.shape[1]), atol=1e-4)
+
+
+def test_delta_orthogonal_conv_init_is_the_default_and_leaves_off_centre_taps_zero():
+    torch.manual_seed(0)
+    gain = nn.init.calculate_gain("relu")
+    for enc in (
+        DrQPixelEncoder(9, image_size=16),
+        DrQPixelEncoder(9, 16, conv_init="delta_orthogonal"),
+    ):
+        assert enc.conv_init == "delta_orthogonal"
+        for conv in (m for m in enc.convs if isinstance(m, nn.Conv2d)):
+            w = conv.weight.detach()
+            centre = w[:, :, 1, 1]
+            off_centre = w.clone()
+            off_centre[:, :, 1, 1] = 0.0
+            assert torch.count_nonzero(off_centre) == 0
+            if centre.shape[0] <= centre.shape[1]:  # 32 x 32 centres: orthogonal rows
+                assert torch.allclose(centre @ centre.T, gain**2 * torch.eye(32), atol=1e-4)
+
+
+def test_delta_orthogonal_draws_are_those_of_weight_init():
+    torch.manual_seed(3)
+    by_name = DrQPixelEncoder(9, image_size=16, conv_init="delta_orthogonal")
+    torch.manual_seed(3)
+    default = DrQPixelEncoder(9, image_size=16)
+    for a, b in zip(by_name.state_dict().values(), default.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+def test_an_unknown_conv_init_is_refused_by_name():
+    with pytest.raises(ValueError, match="'delta_orthogonal', 'orthogonal'.*'xavier'"):
+        DrQPixelEncoder(9, image_size=16, conv_init="xavier")
+    with pytest.raises(ValueError, match="conv_init"):
+        conv_weight_init("delta-orthogonal")
+
+
+def test_pixel_shift_zero_feeds_zero_to_one():
+    enc = DrQPixelEncoder(3, image_size=16, pixel_shift=0.0)
+    raw = torch.tensor([0, 51, 255, 255], dtype=torch.uint8).repeat(1, 3, 16, 4)
+    image = enc.image({"obs": raw})
+    assert torch.allclose(image, torch.tensor([0.0, 0.2, 1.0, 1.0]).repeat(1, 3, 16, 4))
+    assert image.min() == 0.0 and image.max() == 1.0
+    floats = raw.float()  # an augmented batch: read, not written
+    kept = floats.clone()
+    assert torch.equal(enc.image({"obs": floats}), floats * (1.0 / 255.0))
+    assert torch.equal(floats, kept)
+
+
+# ---------------------------------------------------------------------------- the trunk's tanh
+
+
+def test_trunk_without_tanh_returns_the_layernorm_output():
+    from super_sac.nets.mlps import Trunk
+
+    torch.manual_seed(0)
+    plain, bare = Trunk(4, 3), Trunk(4, 3, tanh=False)
+    bare.load_state_dict(plain.state_dict())
+    with torch.no_grad():
+        for t in (plain, bare):
+            t.norm.weight.copy_(torch.tensor([3.0, 2.0, 0.5]))
+    x = torch.randn(64, 4)
+    pre = bare.norm(bare.fc(x))
+    assert torch.equal(bare(x), pre)
+    assert bare(x).abs().max() > 1.0  # unbounded: the LayerNorm's scale reaches beyond 1
+    assert torch.equal(plain(x), torch.tanh(pre))  # the default is unchanged
+    assert plain(x).abs().max() < 1.0
+
+
+def test_trunk_tanh_reaches_the_actor_and_critic_trunks_from_gin():
+    from super_sac.nets.mlps import (
+        ContinuousCritic,
+        ContinuousDeterministicActor,
+        ContinuousStochasticActor,
+    )
+
+    for cls in (ContinuousStochasticActor, ContinuousDeterministicActor, ContinuousCritic):
+        assert cls(8, 2, trunk_dim=4).trunk.tanh is True, cls.__name__
+        assert cls(8, 2, trunk_dim=4, trunk_tanh=False).trunk.tanh is False, cls.__name__
+        assert cls(8, 2, trunk_tanh=False).trunk is None  # ignored without a trunk
+    with gin.unlock_config():
+        gin.bind_parameter("ContinuousCritic.trunk_tanh", False)
+        gin.bind_parameter("ContinuousStochasticActor.trunk_tanh", False)
+    try:
+        assert ContinuousCritic(8, 2, trunk_dim=4).trunk.tanh is False
+        assert ContinuousStochasticActor(8, 2, trunk_dim=4).trunk.tanh is False
+        assert ContinuousDeterministicActor(8, 2, trunk_dim=4).trunk.tanh is True
+    finally:
+        gin.clear_config()
+
+
+def test_the_dmc_files_bind_each_papers_encoder_init_pixels_and_heads():
+    from pathlib import Path
+
+    import super_sac.augmentations  # noqa: F401  (registers the configurables)
+    import super_sac.main  # noqa: F401
+    from super_sac.config import parse_gin
+
+    dmc = Path(__file__).resolve().parents[1] / "experiments" / "dmc"
+
+    def bound(name: str, default: object) -> object:
+        try:
+            return gin.query_parameter(name)
+        except ValueError:  # not bound: the class default
+            return default
+
+    # file: (conv_init, pixel_shift, actor, trunk_tanh)
+    expected = {
+        "drqv1.gin": ("orthogonal", 0.0, "ContinuousStochasticActor", True),
+        "rad.gin": ("delta_orthogonal", 0.0, "ContinuousStochasticActor", False),
+        "drqv2.gin": ("orthogonal", -0.5, "ContinuousDeterministicActor", True),
+        "drqv2_markov.gin": ("orthogonal", -0.5, "ContinuousDeterministicActor", True),
+        "bc_from_pixels.gin": ("delta_orthogonal", -0.5, "ContinuousStochasticActor", True),
+        "afbc_from_pixels.gin": ("delta_orthogonal", -0.5, "ContinuousStochasticActor", True),
+    }
+    for name, (conv_init, shift, actor, tanh) in expected.items():
+        gin.clear_config()
+        parse_gin([dmc / name])
+        assert bound("DrQPixelEncoder.conv_init", "delta_orthogonal") == conv_init, name
+        assert bound("DrQPixelEncoder.pixel_shift", -0.5) == shift, name
+        assert bound(f"{actor}.trunk_tanh", True) is tanh, name
+        assert bound("ContinuousCritic.trunk_tanh", True) is tanh, name
+    gin.clear_config()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from typing import Any
 
 import gin
@@ -126,6 +127,7 @@ def weight_init(m: nn.Module) -> None:
     """Orthogonal weights and zero biases for linear layers, delta-orthogonal for convolutions.
 
     Use with ``module.apply(weight_init)``. Ensemble layers are initialised member by member.
+    :func:`conv_weight_init` offers DrQ's whole-kernel orthogonal convolutions instead.
     """
     if isinstance(m, nn.Linear):
         nn.init.orthogonal_(m.weight.data)
@@ -144,11 +146,49 @@ def weight_init(m: nn.Module) -> None:
         nn.init.orthogonal_(m.weight.data[:, :, mid_h, mid_w], gain)
 
 
+#: the convolution initialisations :func:`conv_weight_init` accepts
+CONV_INITS = ("delta_orthogonal", "orthogonal")
+
+
+def conv_weight_init(conv_init: str = "delta_orthogonal") -> Callable[[nn.Module], None]:
+    """:func:`weight_init` with a choice of scheme for convolutions, for ``module.apply``.
+
+    - ``"delta_orthogonal"``: :func:`weight_init` itself: only the kernel's centre tap is
+      non-zero, an orthogonal matrix with the ReLU gain (Xiao et al. 2018, arXiv:1806.05393);
+      SAC+AE's, RAD's and CURL's scheme, and the original super_sac's.
+    - ``"orthogonal"``: the whole kernel, flattened to ``(out, in * kh * kw)``, is orthogonal
+      with the ReLU gain, biases zero (``utils.weight_init`` of DrQ's and DrQ-v2's code).
+
+    Every other layer gets :func:`weight_init`'s treatment either way, so the random draws of
+    ``"delta_orthogonal"`` are those of ``module.apply(weight_init)``.
+
+    :param conv_init: one of :data:`CONV_INITS`.
+    :return: a function of one module.
+    :raises ValueError: for any other name (the message lists the accepted ones).
+    """
+    if conv_init not in CONV_INITS:
+        raise ValueError(f"conv_init must be one of {CONV_INITS}, got {conv_init!r}")
+    if conv_init == "delta_orthogonal":
+        return weight_init
+
+    def init(m: nn.Module) -> None:
+        if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
+            nn.init.orthogonal_(m.weight.data, nn.init.calculate_gain("relu"))
+            if m.bias is not None:
+                m.bias.data.fill_(0.0)
+        else:
+            weight_init(m)
+
+    return init
+
+
 __all__ = [
+    "CONV_INITS",
     "Encoder",
     "EnsembleLinear",
     "EnsembleMLP",
     "FlatEncoder",
     "IdentityEncoder",
+    "conv_weight_init",
     "weight_init",
 ]

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from super_sac.augmentations import center_crop
-from super_sac.nets import Encoder, weight_init
+from super_sac.nets import Encoder, conv_weight_init, weight_init
 
 IntPair = int | tuple[int, int]
 
@@ -274,11 +274,14 @@ class DrQPixelEncoder(ImageEncoder):
     after SAC+AE (Yarats et al. 2019): four 3x3 convolutions of 32 channels with strides
     2, 1, 1, 1 and ReLUs, then ``tanh(LayerNorm(W h + b))`` of width ``emb_dim``.
 
-    Pixels enter as ``x / 255 - 0.5`` (in ``[-0.5, 0.5]``), computed into a new tensor. Images
-    larger than ``image_size`` (RAD, Laskin et al. 2020: trained on random crops of larger
-    renders, acting on whole frames) are centre-cropped to ``image_size`` first; smaller ones
-    are refused. The features are trained by the critic loss only (the library's actor update
-    reads detached encoder features).
+    Pixels enter as ``x * pixel_scale + pixel_shift``, computed into a new tensor: by default
+    ``x / 255 - 0.5`` (in ``[-0.5, 0.5]``), as DrQ-v2's code and the original super_sac feed
+    them; DrQ's and RAD's code feed ``x / 255`` (in ``[0, 1]``: ``pixel_shift = 0``, which
+    ``experiments/dmc/drqv1.gin`` and so ``rad.gin`` set). Images larger than ``image_size``
+    (RAD, Laskin et al. 2020: trained on random crops of larger renders, acting on whole frames)
+    are centre-cropped to ``image_size`` first; smaller ones are refused. The features are
+    trained by the critic loss only (the library's actor update reads detached encoder
+    features).
 
     Two layouts of the ``fc + LayerNorm + tanh`` head:
 
@@ -289,16 +292,25 @@ class DrQPixelEncoder(ImageEncoder):
       (``32 * h * w``) and the actor and the critic each put their own head on them
       (``trunk_dim`` of the actor and critic classes; DrQ-v2's ``trunk``). The actor's head is
       trained by the actor loss on detached features, the critic's by the critic loss, and the
-      critic's is Polyak-averaged with the critics.
+      critic's is Polyak-averaged with the critics. RAD's heads end at the LayerNorm, without
+      the tanh (``trunk_tanh = False`` of the actor and critic classes, set by ``rad.gin``).
 
     :param channels: channels of the stacked frames (3 per RGB frame: 9 for three frames).
     :param emb_dim: width of the feature vector (DrQ / DrQ-v2: 50).
     :param image_key: observation key of the frames.
     :param image_size: ``(height, width)`` the encoder reads (an int for square images).
     :param pixel_scale: ``1/255`` for 8-bit pixels.
-    :param pixel_shift: added after scaling (``-0.5`` centres 8-bit pixels on 0).
+    :param pixel_shift: added after scaling (``-0.5`` centres 8-bit pixels on 0, DrQ-v2's and
+        the original super_sac's; ``0`` keeps them in ``[0, 1]``, DrQ's and RAD's).
     :param trunk: end with the ``fc + LayerNorm + tanh`` head (``emb_dim`` features); ``False``
         returns the flattened convolutional features and ignores ``emb_dim``.
+    :param conv_init: initialisation of the convolutions (see
+        :func:`super_sac.nets.conv_weight_init`): ``"delta_orthogonal"`` (default; only the
+        kernel centre non-zero: SAC+AE's, RAD's and the original super_sac's) or
+        ``"orthogonal"`` (the whole kernel, ReLU gain: DrQ's and DrQ-v2's code, which
+        ``experiments/dmc/drqv1.gin`` and ``drqv2.gin`` set). Linear layers are orthogonal
+        either way.
+    :raises ValueError: for an unknown ``conv_init``.
     """
 
     def __init__(
@@ -310,9 +322,12 @@ class DrQPixelEncoder(ImageEncoder):
         pixel_scale: float = 1.0 / 255.0,
         pixel_shift: float = -0.5,
         trunk: bool = True,
+        conv_init: str = "delta_orthogonal",
     ) -> None:
+        init = conv_weight_init(conv_init)  # refuses an unknown name before building anything
         super().__init__(image_key, pixel_scale)
         self.image_size = _pair(image_size)
+        self.conv_init = conv_init
         self.pixel_shift = float(pixel_shift)
         self.convs, layers = _conv_trunk(channels, [(32, 3, 2), (32, 3, 1), (32, 3, 1), (32, 3, 1)])
         height, width = compute_conv_output(self.image_size, layers=layers)
@@ -321,7 +336,7 @@ class DrQPixelEncoder(ImageEncoder):
         self._dim = int(emb_dim) if self.trunk else conv_dim
         self.fc = nn.Linear(conv_dim, emb_dim) if self.trunk else None
         self.norm = nn.LayerNorm(emb_dim) if self.trunk else None
-        self.apply(weight_init)
+        self.apply(init)
         # NHWC convolutions: about 20% faster forward and backward on CPUs (oneDNN) at these
         # sizes; the features are the same
         self.convs.to(memory_format=torch.channels_last)
@@ -347,7 +362,9 @@ class DrQPixelEncoder(ImageEncoder):
             image = raw.mul(self.pixel_scale)
         else:
             image = raw.to(torch.float32).mul_(self.pixel_scale)
-        return image.add_(self.pixel_shift)
+        if self.pixel_shift:  # a shift of 0 (DrQ's, RAD's) saves a pass over the batch
+            image.add_(self.pixel_shift)
+        return image
 
     def forward(self, obs_dict: dict[str, torch.Tensor]) -> torch.Tensor:
         features = self.convs(self.image(obs_dict)).flatten(1)

@@ -60,14 +60,19 @@ class Trunk(nn.Module):
     its own too). Its parameters belong to the network that owns it, so they are trained by that
     network's loss and, for a critic, Polyak-averaged with it.
 
+    With ``tanh=False`` it is ``LayerNorm(W x + b)``, unbounded: the head of RAD's actor and
+    critic encoders (Laskin et al. 2020; CURL's code builds them with ``output_logits=True``).
+
     :param in_features: width of the encoder's features.
     :param out_features: the trunk's width (DrQ / DrQ-v2: 50).
+    :param tanh: end with a tanh (DrQ, DrQ-v2); ``False`` ends at the LayerNorm (RAD).
     """
 
-    def __init__(self, in_features: int, out_features: int) -> None:
+    def __init__(self, in_features: int, out_features: int, tanh: bool = True) -> None:
         super().__init__()
         self.fc = nn.Linear(in_features, out_features)
         self.norm = nn.LayerNorm(out_features)
+        self.tanh = bool(tanh)
 
     def forward(self, x: torch.Tensor, detach_params: bool = False) -> torch.Tensor:
         """:param x: ``(B, in_features)``. :param detach_params: use detached parameters (no
@@ -76,18 +81,24 @@ class Trunk(nn.Module):
         if detach_params:
             fc_w, fc_b, ln_w, ln_b = fc_w.detach(), fc_b.detach(), ln_w.detach(), ln_b.detach()
         x = F.layer_norm(F.linear(x, fc_w, fc_b), self.norm.normalized_shape, ln_w, ln_b)
-        return torch.tanh(x)
+        return torch.tanh(x) if self.tanh else x
 
 
-def make_trunk(state_space_size: int, trunk_dim: int | None) -> tuple[Trunk | None, int]:
+def make_trunk(
+    state_space_size: int, trunk_dim: int | None, tanh: bool = True
+) -> tuple[Trunk | None, int]:
     """A :class:`Trunk` of width ``trunk_dim`` over ``state_space_size`` features and the width
     the network after it reads; ``(None, state_space_size)`` when ``trunk_dim`` is ``None``.
+
+    :param state_space_size: width of the encoder's features.
+    :param trunk_dim: the trunk's width, or ``None`` for no trunk.
+    :param tanh: end the trunk with a tanh (see :class:`Trunk`).
     :raises ValueError: for a ``trunk_dim`` below 1."""
     if trunk_dim is None:
         return None, state_space_size
     if trunk_dim < 1:
         raise ValueError(f"trunk_dim must be None or >= 1, got {trunk_dim}")
-    return Trunk(state_space_size, int(trunk_dim)), int(trunk_dim)
+    return Trunk(state_space_size, int(trunk_dim), tanh=tanh), int(trunk_dim)
 
 
 def policy_net(
@@ -122,6 +133,8 @@ class ContinuousStochasticActor(nn.Module):
         dimension, ``(ensemble_size, B, A)``, and all members run in one batched call.
     :param trunk_dim: width of the actor's own :class:`Trunk` (linear, LayerNorm, tanh) over
         the encoder's features, as DrQ and DrQ-v2 give the actor; ``None``: no trunk.
+    :param trunk_tanh: end the trunk with its tanh; ``False`` ends it at the LayerNorm (RAD's
+        actor head). Ignored without a trunk.
     """
 
     stochastic = True
@@ -136,6 +149,7 @@ class ContinuousStochasticActor(nn.Module):
         beta_dist: bool = False,
         ensemble_size: int = 1,
         trunk_dim: int | None = None,
+        trunk_tanh: bool = True,
     ) -> None:
         super().__init__()
         if not log_std_low < log_std_high:
@@ -143,7 +157,7 @@ class ContinuousStochasticActor(nn.Module):
                 f"log_std_low ({log_std_low}) must be below log_std_high ({log_std_high})"
             )
         self.ensemble_size = int(ensemble_size)
-        self.trunk, width = make_trunk(state_space_size, trunk_dim)
+        self.trunk, width = make_trunk(state_space_size, trunk_dim, trunk_tanh)
         self.net = policy_net(width, 2 * act_space_size, hidden_size, ensemble_size)
         self.log_std_low = float(log_std_low)
         self.log_std_high = float(log_std_high)
@@ -178,6 +192,8 @@ class ContinuousDeterministicActor(nn.Module):
     :param hidden_size: hidden width.
     :param trunk_dim: give the actor its own :class:`Trunk` of this width (DrQ-v2's actor);
         ``None``: the MLP reads the encoder's features directly.
+    :param trunk_tanh: end the trunk with its tanh (DrQ-v2's); ``False`` ends it at the
+        LayerNorm. Ignored without a trunk.
     """
 
     stochastic = False
@@ -188,9 +204,10 @@ class ContinuousDeterministicActor(nn.Module):
         act_space_size: int,
         hidden_size: int = 256,
         trunk_dim: int | None = None,
+        trunk_tanh: bool = True,
     ) -> None:
         super().__init__()
-        self.trunk, width = make_trunk(state_space_size, trunk_dim)
+        self.trunk, width = make_trunk(state_space_size, trunk_dim, trunk_tanh)
         self.net = mlp(width, act_space_size, hidden_size)
         self.apply(weight_init)
 
@@ -218,6 +235,8 @@ class ContinuousCritic(nn.Module):
         encoder's features and the ensemble (DrQ-v2's critic: one trunk, two Q heads); it is
         trained by the critic loss and Polyak-averaged with the critics (``mlp_tau``). ``None``:
         the members read the encoder's features directly.
+    :param trunk_tanh: end the trunk with its tanh (DrQ's, DrQ-v2's); ``False`` ends it at the
+        LayerNorm (RAD's critic head). Ignored without a trunk.
     """
 
     def __init__(
@@ -228,10 +247,11 @@ class ContinuousCritic(nn.Module):
         hidden_size: int = 256,
         popart: bool = False,
         trunk_dim: int | None = None,
+        trunk_tanh: bool = True,
     ) -> None:
         super().__init__()
         self.num_critics = num_critics
-        self.trunk, width = make_trunk(state_space_size, trunk_dim)
+        self.trunk, width = make_trunk(state_space_size, trunk_dim, trunk_tanh)
         self.net = EnsembleMLP(num_critics, width + act_space_size, 1, hidden_size)
         self.popart = PopArt(num_critics) if popart else None
         self.apply(weight_init)
