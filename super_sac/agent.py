@@ -484,6 +484,16 @@ class Agent(nn.Module):
             signature["markov_heads"] = self.markov_heads.settings()
         if getattr(self.encoder, "standardize", False):  # likewise
             signature["standardize_observations"] = True
+        shift = getattr(self.encoder, "pixel_shift", -0.5)
+        if shift != -0.5:  # likewise (DrQPixelEncoder's default): the input scaling
+            signature["pixel_shift"] = shift
+        no_tanh = [
+            name
+            for name, net in (("actor", self.actor), ("critic", self.critic))
+            if getattr(getattr(net, "trunk", None), "tanh", True) is False
+        ]
+        if no_tanh:  # likewise: the heads' activation
+            signature["trunk_without_tanh"] = no_tanh
         return signature
 
     def save(self, path: str | os.PathLike) -> Path:

@@ -105,12 +105,40 @@ def mix_views(clean: Obs, augmented: Obs, rows: int) -> Obs:
     return out
 
 
+def shuffled_rows(batch: Batch) -> Batch:
+    """``batch`` with its samples in a random order (torch's generator), every field alike."""
+    order = torch.randperm(batch.action.shape[0])
+    on_device = order.to(batch.action.device)
+
+    def take(x: torch.Tensor) -> torch.Tensor:
+        return x.index_select(0, on_device)
+
+    return dataclasses.replace(
+        batch,
+        obs={k: take(v) for k, v in batch.obs.items()},
+        action=take(batch.action),
+        reward=take(batch.reward),
+        next_obs={k: take(v) for k, v in batch.next_obs.items()},
+        done=take(batch.done),
+        discount=take(batch.discount),
+        weights=take(batch.weights),
+        idxs=batch.idxs[order.numpy()],
+    )
+
+
 def augment_batch(batch: Batch, augmenter: Augmenter, aug_mix: float | None) -> Batch:
     """A new :class:`~super_sac.replay.Batch` whose first ``int(B * aug_mix)`` samples (all for
     ``None``) carry augmented ``obs`` and ``next_obs`` and whose other samples stay clean, with
-    the views of :class:`AugmentedViews` in ``batch.views``. ``batch`` is left as it was."""
-    aug_obs, aug_next_obs = augmenter(batch.obs, batch.next_obs)
+    the views of :class:`AugmentedViews` in ``batch.views``. ``batch`` is left as it was.
+
+    When only some samples are augmented, the batch is shuffled first, so that they are a random
+    subset: prioritized replay and the AFBC advantage index return their samples in the order of
+    their buffer slots (one per priority segment), and the first rows would otherwise be the
+    oldest ones (or the protected offline data)."""
     rows = augmented_rows(batch.action.shape[0], aug_mix)
+    if 0 < rows < batch.action.shape[0]:
+        batch = shuffled_rows(batch)
+    aug_obs, aug_next_obs = augmenter(batch.obs, batch.next_obs)
     views = AugmentedViews(batch.obs, batch.next_obs, aug_obs, aug_next_obs, rows)
     return dataclasses.replace(
         batch,

@@ -158,7 +158,7 @@ class TrainConfig:
     pg_actor_updates_per_step: int = 1
     #: AFBC actor updates per offline step (and per online step with `use_afbc_update_online`)
     afbc_actor_updates_per_step: int = 1
-    #: the actor updates on every this-many-th update step, as `target_delay` counts (TD3's d = 2)
+    #: the actor updates on every this-many-th step of updates (TD3's d = 2)
     actor_delay: int = 1
     #: run the policy-gradient actor update (SAC, TD3, DDPG) in the online phase
     use_pg_update_online: bool = True

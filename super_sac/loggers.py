@@ -89,10 +89,12 @@ class WandbLogger(NullLogger):
     """Scalars to a wandb run (works offline with ``WANDB_MODE=offline``).
 
     In a run directory the wandb run's id is kept in :data:`WANDB_ID_FILE`, so a resumed run
-    logs to the same wandb run (``resume="allow"``); the steps that the interrupted run had
-    already logged after its checkpoint keep their first values (wandb steps only grow; a
-    resumed run repeats them exactly on the same machine), where tensorboard drops them.
+    (``resume=True``) logs to the same wandb run (``resume="allow"``); the steps that the
+    interrupted run had already logged after its checkpoint keep their first values (wandb
+    steps only grow; a resumed run repeats them exactly on the same machine), where tensorboard
+    drops them. A new run starts a new wandb run and writes its own id.
 
+    :param resume: continue the wandb run whose id the run directory holds (a resumed run).
     :param step_metrics: ``{key prefix: x-axis name}`` for metrics that are not all logged
         against one growing step (the quick-start's losses against updates and returns against
         env steps): each metric is then plotted against its own axis, logged beside it
@@ -109,6 +111,7 @@ class WandbLogger(NullLogger):
         config: dict[str, Any],
         tags: list[str] | None = None,
         step_metrics: dict[str, str] | None = None,
+        resume: bool = False,
     ) -> None:
         try:
             import wandb
@@ -117,7 +120,8 @@ class WandbLogger(NullLogger):
                 "logging to wandb needs the wandb package: pip install 'super_sac[wandb]'"
             ) from err
         id_file = None if run_dir is None else Path(run_dir) / WANDB_ID_FILE
-        run_id = id_file.read_text().strip() if id_file and id_file.is_file() else None
+        resumable = resume and id_file is not None and id_file.is_file()
+        run_id = id_file.read_text().strip() if resumable else None
         self.run = wandb.init(
             entity=entity,
             project=project,
@@ -194,7 +198,7 @@ def resolve_wandb_target(entity: str | None, project: str | None) -> tuple[str, 
     try:
         import wandb  # noqa: F401
     except ImportError as err:
-        raise ImportError(
+        raise MissingExtraError(
             "logging_method='wandb' needs the wandb package: pip install 'super_sac[wandb]'"
         ) from err
     return entity, project  # type: ignore[return-value]
@@ -213,7 +217,8 @@ def make_logger(
     """Build the logger named by ``method`` (one of :data:`LOGGING_METHODS`).
 
     :param purge_step: for a resumed run, the step from which earlier tensorboard events are
-        discarded.
+        discarded (its wandb logger continues the run directory's wandb run); ``None`` for a
+        new run.
     """
     if method == "none" or run_dir is None:
         return NullLogger()
@@ -221,7 +226,7 @@ def make_logger(
         return TensorboardLogger(run_dir, purge_step)
     if method == "wandb":
         entity, project = resolve_wandb_target(wandb_entity, wandb_project)
-        return WandbLogger(run_dir, entity, project, name, config)
+        return WandbLogger(run_dir, entity, project, name, config, resume=purge_step is not None)
     raise ValueError(f"logging_method must be one of {LOGGING_METHODS}, got {method!r}")
 
 
@@ -344,8 +349,8 @@ def with_first_run_info(path: Path, hparams: dict[str, Any]) -> dict[str, Any]:
         earlier = json.loads(path.read_text())
     except (OSError, ValueError):
         return hparams
-    if not isinstance(earlier, dict) or earlier.get("run_info") is None:
-        return hparams
+    if not isinstance(earlier, dict) or "run_info" not in earlier:
+        return hparams  # (a first session from Python has a run_info of None, kept as such)
     resumes = earlier.get("resumes")
     resumes = list(resumes) if isinstance(resumes, list) else []
     return {

@@ -209,19 +209,19 @@ class Trainer:
         self.last_logs = logs
 
     def _actor_due(self) -> bool:
-        """Whether this step's actor updates run: every ``actor_delay``-th update step, counted
-        by the critic updates so far (``critic_updates_per_step`` per step, across phases), so
-        that with ``target_delay == actor_delay`` the actor and the targets move on the same
-        step whatever the warm-up or the transitions per step (TD3, Fujimoto et al. 2018:
-        the policy and every target network every d-th critic update). Runs without critic
-        updates (BC, Markov only) count the phase's steps."""
+        """Whether this step's actor updates run: every ``actor_delay``-th step of updates,
+        counted as the critic updates so far (across phases) divided by
+        ``critic_updates_per_step``, so that a warm-up of any length or several transitions a
+        step do not shift it. With one critic update a step it counts as ``target_delay`` does
+        (critic updates), and TD3's actor and targets move on the same step (Fujimoto et al.
+        2018: the policy and every target network every d-th critic update)."""
         cfg = self.cfg
         if cfg.actor_delay == 1:
             return True
         if cfg.critic_updates_per_step > 0:
             update_steps = self.learner.critic_updates // cfg.critic_updates_per_step
             return update_steps % cfg.actor_delay == 0
-        return self.step % cfg.actor_delay == 0
+        return self.step % cfg.actor_delay == 0  # (validation admits no such updating loop)
 
     def markov_updates(self, logs: dict[str, torch.Tensor], batch: Batch | None) -> Batch | None:
         """``markov_abstraction_updates_per_step`` Markov state abstraction updates (Allen et
@@ -345,7 +345,9 @@ class Trainer:
             warnings.warn(
                 "this train_env cannot be replayed (it is not a vector env in DISABLED "
                 "autoreset mode; an SB3 VecEnv resets its envs itself): the resumed run starts "
-                "fresh episodes, so it is not bit-identical to an uninterrupted run.",
+                "fresh episodes, so it is not bit-identical to an uninterrupted run, and the "
+                "n-step windows in progress at the checkpoint (at most n_step - 1 steps per env) "
+                "are never stored.",
                 stacklevel=2,
             )
 

@@ -419,7 +419,10 @@ class MinAtarEnv(gym.Env):
     minimal action set (or all 6 actions). A game over is ``terminated``; MinAtar has no time
     limit of its own (add ``TimeLimit``, which reports ``truncated``). ``reset(seed=...)`` seeds
     the game's random state (spawns and sticky actions); an unseeded first reset draws a seed
-    from gymnasium's ``np_random``.
+    from gymnasium's ``np_random``. Every reset also clears the sticky-action memory (the action
+    a sticky step repeats), so an episode depends only on its seed and its actions, as
+    checkpoint resumes need: ``minatar.Environment`` carries the previous episode's last action
+    into the next episode's first steps (a departure only while the agent has not acted yet).
 
     :param game: "asterix", "breakout", "freeway", "seaquest" or "space_invaders".
     :param sticky_action_prob: probability of repeating the previous action (MinAtar: 0.1).
@@ -469,6 +472,7 @@ class MinAtarEnv(gym.Env):
         if seed is not None or not self._seeded:
             self.game.seed(int(self.np_random.integers(2**31 - 1)))
             self._seeded = True
+        self.game.last_action = 0  # no-op: nothing of the previous episode is repeated
         self.game.reset()
         return self._obs(), {}
 

@@ -140,13 +140,18 @@ def test_aug_mix_augments_exactly_the_first_rows_and_leaves_the_buffer_untouched
     before = {k: v.clone() for k, v in batch.obs.items()}
     out = augment_batch(batch, FakeShift(), aug_mix=0.5)
     assert augmented_rows(8, 0.5) == out.views.rows == 4
-    image, clean = out.obs["image"], batch.obs["image"].float()
+    # the samples were shuffled first (all fields alike), so the first rows are a random subset
+    order = [int(np.flatnonzero((batch.obs["state"] == row).all(1))[0]) for row in out.obs["state"]]
+    assert sorted(out.idxs) == sorted(batch.idxs)  # the same samples (a few drawn twice)
+    assert np.array_equal(out.idxs, batch.idxs[order])
+    assert torch.equal(out.action, batch.action[order])
+    image, clean = out.obs["image"], batch.obs["image"][order].float()
     assert image.dtype == torch.float32 and image.shape == clean.shape
     shift = image - clean  # rows 0-3 shifted by 1..9 everywhere, rows 4-7 clean
     assert (shift[:4] >= 1).all() and (shift[:4] <= 9).all() and (shift[4:] == 0).all()
-    assert torch.equal(out.next_obs["image"][:4] - batch.next_obs["image"][:4].float(), shift[:4])
-    assert torch.equal(out.next_obs["image"][4:], batch.next_obs["image"][4:].float())
-    assert out.obs["state"] is batch.obs["state"]  # other keys pass through
+    clean_next = batch.next_obs["image"][order].float()
+    assert torch.equal(out.next_obs["image"][:4] - clean_next[:4], shift[:4])
+    assert torch.equal(out.next_obs["image"][4:], clean_next[4:])
     # the views: the whole batch augmented, and the clean batch
     assert torch.equal(out.views.aug_obs["image"][:4], image[:4])
     assert (out.views.aug_obs["image"][4:] > clean[4:]).all()
@@ -158,20 +163,44 @@ def test_aug_mix_augments_exactly_the_first_rows_and_leaves_the_buffer_untouched
         assert all(np.array_equal(saved[k], now[k]) for k in saved)
     # None: every row; 0: none (still float, the augmented dtype)
     every = augment_batch(batch, FakeShift(), aug_mix=None)
+    clean = batch.obs["image"].float()  # all rows or none: the order as sampled
     assert (every.obs["image"] > clean).all() and every.obs is every.views.aug_obs
+    assert every.obs["state"] is batch.obs["state"]  # other keys pass through
     none = augment_batch(batch, FakeShift(), aug_mix=0.0)
     assert torch.equal(none.obs["image"], clean)
+
+
+def test_the_augmented_rows_of_a_prioritized_batch_are_a_random_subset():
+    """Prioritized replay returns one sample per priority segment, in slot order; with aug_mix
+    the augmented rows must not be the oldest slots every time."""
+    buffer = ReplayBuffer(16, seed=0, verbose=False, prioritized=True)
+    for slot in range(16):
+        obs = {"image": np.full((1, 3, SIZE, SIZE), slot, np.uint8)}
+        buffer.push(obs, np.zeros((1, 1), np.float32), np.full(1, slot, np.float32), obs,
+                    np.zeros(1, np.float32), np.full(1, 0.99, np.float32))  # fmt: skip
+    torch.manual_seed(0)
+    first_half = []
+    for _ in range(50):
+        sampled = buffer.sample(8)
+        assert np.all(np.diff(sampled.idxs) >= 0)  # as sampled: in slot order
+        out = augment_batch(sampled, FakeShift(), aug_mix=0.5)
+        # every row keeps its own slot's data
+        assert np.array_equal(out.reward[:, 0].numpy(), out.idxs.astype(np.float32))
+        assert np.array_equal(out.views.clean_obs["image"][:, 0, 0, 0].numpy(), out.idxs)
+        first_half.append(np.mean(out.idxs[:4] < 8))
+    assert 0.3 < np.mean(first_half) < 0.7  # in slot order it would be 1.0
 
 
 def test_cropping_augmenter_centre_crops_the_clean_rows():
     batch = _image_buffer().sample(6)
     out = augment_batch(batch, FakeCrop(), aug_mix=0.5)
+    order = [int(np.flatnonzero((batch.obs["state"] == row).all(1))[0]) for row in out.obs["state"]]
     assert out.obs["image"].shape == (6, 3, SIZE - 2, SIZE - 2)
-    centre = batch.obs["image"][..., 1 : SIZE - 1, 1 : SIZE - 1].float()
+    centre = batch.obs["image"][order][..., 1 : SIZE - 1, 1 : SIZE - 1].float()
     assert torch.equal(out.obs["image"][3:], centre[3:])
     assert torch.equal(out.views.clean_obs["image"], centre)
     assert torch.equal(
-        out.next_obs["image"][3:], batch.next_obs["image"][3:, :, 1:-1, 1:-1].float()
+        out.next_obs["image"][3:], batch.next_obs["image"][order][3:, :, 1:-1, 1:-1].float()
     )
 
 

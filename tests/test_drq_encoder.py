@@ -337,3 +337,31 @@ def test_the_dmc_files_bind_each_papers_encoder_init_pixels_and_heads():
         assert bound(f"{actor}.trunk_tanh", True) is tanh, name
         assert bound("ContinuousCritic.trunk_tanh", True) is tanh, name
     gin.clear_config()
+
+
+def test_weights_of_another_pixel_scaling_or_head_are_refused_by_name(tmp_path):
+    """The input scaling and the heads' tanh change what the weights compute, so a file saved
+    with other values names the difference instead of loading into a different policy."""
+    from super_sac import Agent
+    from super_sac.nets.mlps import ContinuousCritic, ContinuousStochasticActor
+
+    def agent(shift=-0.5, tanh=True):
+        return Agent(
+            1,
+            DrQPixelEncoder(channels=3, image_size=20, pixel_shift=shift, trunk=False),
+            actor_network_cls=lambda *a, **kw: ContinuousStochasticActor(
+                *a, **kw, trunk_dim=8, trunk_tanh=tanh
+            ),
+            critic_network_cls=lambda *a, **kw: ContinuousCritic(
+                *a, **kw, trunk_dim=8, trunk_tanh=tanh
+            ),
+            hidden_size=8,
+        )
+
+    assert "pixel_shift" not in agent().signature()  # the defaults: older files stay loadable
+    file = agent().save(tmp_path / "old")
+    with pytest.raises(ValueError, match=r"pixel_shift: saved None, this agent 0\.0"):
+        agent(shift=0.0).load(file)
+    with pytest.raises(ValueError, match=r"trunk_without_tanh: saved None, this agent \['actor', "):
+        agent(tanh=False).load(file)
+    agent(shift=0.0, tanh=False).load(agent(shift=0.0, tanh=False).save(tmp_path / "new"))

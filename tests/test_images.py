@@ -229,6 +229,24 @@ def test_minatar_adapter_spaces_and_a_seeded_episode():
         MinAtarEnv("pacman")
 
 
+def test_a_seeded_minatar_episode_does_not_depend_on_the_previous_episodes_last_action():
+    """MinAtar's sticky actions repeat the last action taken; a new episode must not repeat the
+    previous episode's (or a resumed run would not rebuild it from its seed and actions)."""
+    env = make_minatar_env("breakout")
+
+    def episode(seed, previous_action=None):
+        if previous_action is not None:
+            env.reset(seed=999)
+            env.step(previous_action)
+        frames = [env.reset(seed=seed)[0]["obs"]]
+        frames += [env.step(0)[0]["obs"] for _ in range(40)]  # no-ops
+        return np.stack(frames)
+
+    # seeds 11 and 27 draw a sticky repeat on the first step: "right" then moved the paddle
+    for seed in (11, 27):
+        assert np.array_equal(episode(seed), episode(seed, previous_action=2))
+
+
 def test_atari_env_is_stacked_uint8_frames():
     env = make_atari_env("Breakout", max_episode_steps=20)
     obs, _ = env.reset(seed=0)

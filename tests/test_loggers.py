@@ -35,13 +35,19 @@ def test_reinit_is_the_string_where_wandb_deprecates_the_bool(version, expected)
 
 
 def test_a_resumed_run_directory_logs_to_the_same_wandb_run(wandb, tmp_path):
+    """Only a resume continues the wandb run whose id the folder holds (a new run in a folder
+    left by a run killed early starts its own)."""
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     first = WandbLogger(run_dir, None, "p", "n", {"lr": 1.0})
     run_id = first.run.id
     first.close()
     assert (run_dir / WANDB_ID_FILE).read_text() == run_id
-    again = WandbLogger(run_dir, None, "p", "n", {"lr": 1.0})
+    fresh = WandbLogger(run_dir, None, "p", "n", {"lr": 1.0})  # a new run in that folder
+    assert fresh.run.id != run_id and (run_dir / WANDB_ID_FILE).read_text() == fresh.run.id
+    fresh.close()
+    (run_dir / WANDB_ID_FILE).write_text(run_id)
+    again = WandbLogger(run_dir, None, "p", "n", {"lr": 1.0}, resume=True)
     assert again.run.id == run_id
     calls = _recording(again)
     again.log({"critic/loss": 1.0}, 7)
@@ -80,3 +86,32 @@ def test_the_quick_start_logs_losses_against_updates_and_returns_against_env_ste
     assert [data["updates"] for data, _ in calls[:-1]] == [1, 2, 3, 4, 5, 6]
     assert calls[-1][0]["env_steps"] == 10
     sac.close()
+
+
+def test_a_resumed_wandb_run_skips_the_steps_it_already_holds(wandb, tmp_path):
+    logger = WandbLogger(None, None, "p", None, {})
+    calls = _recording(logger)
+    logger._first_step = 500  # what an online wandb run reports after resuming at step 499
+    logger.log({"critic/loss": 1.0}, 450)
+    logger.log({"critic/loss": 2.0}, 500)
+    assert calls == [({"critic/loss": 2.0}, {"step": 500})]
+    logger.close()
+
+
+def test_the_training_scripts_say_in_one_line_that_wandb_is_missing(monkeypatch, capsys):
+    import sys
+    from pathlib import Path
+
+    from super_sac import cli
+
+    monkeypatch.setitem(sys.modules, "wandb", None)
+    monkeypatch.setenv("SSAC_WANDB_ACCOUNT", "me")
+    monkeypatch.setenv("SSAC_WANDB_PROJECT", "p")
+    gym_dir = Path(__file__).resolve().parents[1] / "experiments" / "gym"
+    argv = ["--config", "sac.gin", "--steps", "5", "--logging", "wandb", "--dry_run"]
+    with pytest.raises(SystemExit) as stop:
+        cli.cli(lambda: cli.train_gym(argv, search_dirs=[gym_dir]))
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: logging_method='wandb' needs the wandb package")
+    assert "Traceback" not in err

@@ -152,6 +152,24 @@ def test_td3_actor_and_targets_move_on_the_same_update_step(monkeypatch, extra):
     assert at_actor_steps == list(range(2, updates + 1, 2))
 
 
+def test_actor_delay_counts_steps_of_updates_with_several_critic_updates(monkeypatch):
+    from super_sac.learner import Learner
+
+    at_actor_steps: list[int] = []
+    actor_step = Learner.pg_actor_step
+
+    def recording(self, *args, **kwargs):
+        at_actor_steps.append(self.critic_updates)
+        return actor_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(Learner, "pg_actor_step", recording)
+    extra = ["super_sac.critic_updates_per_step = 2", "super_sac.random_warmup_steps = 99"]
+    summary = _train("td3.gin", steps=120, extra=extra)
+    assert summary["critic_updates"] == 2 * 21
+    # every second step of 2 critic updates: after critic updates 4, 8, ...
+    assert at_actor_steps == list(range(4, 43, 4))
+
+
 def test_original_style_gin_file_loads_unchanged(tmp_path):
     cfg = tmp_path / "old_style.gin"
     cfg.write_text(

@@ -91,7 +91,11 @@ class ReplayBuffer(_PersistenceMixin, _OfflineDataMixin):
         stacks rebuilt at sample time, exactly equal to the pushed ones. Other keys are stored
         whole.
     :param frame_ratio: frame slots per transition slot of deduplicated keys (besides a small
-        window); a stream of ``L``-step episodes needs ``1 + 1/L``.
+        window); a stream of ``L``-step episodes needs ``1 + 1/L``, as long as each frame comes
+        back within the match window (:func:`~super_sac.replay.frames.default_window`:
+        ``size / 32`` frame writes clipped to [256, 2048], about ``E (k + n - 2)`` with ``E``
+        parallel envs: some 50 envs at ``k = 4, n = 3`` in a buffer under 8,192 slots). Beyond
+        it every frame is stored again and the store fills, with an error that says so.
     """
 
     def __init__(
