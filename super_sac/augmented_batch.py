@@ -110,20 +110,8 @@ def shuffled_rows(batch: Batch) -> Batch:
     order = torch.randperm(batch.action.shape[0])
     on_device = order.to(batch.action.device)
 
-    def take(x: torch.Tensor) -> torch.Tensor:
-        return x.index_select(0, on_device)
-
-    return dataclasses.replace(
-        batch,
-        obs={k: take(v) for k, v in batch.obs.items()},
-        action=take(batch.action),
-        reward=take(batch.reward),
-        next_obs={k: take(v) for k, v in batch.next_obs.items()},
-        done=take(batch.done),
-        discount=take(batch.discount),
-        weights=take(batch.weights),
-        idxs=batch.idxs[order.numpy()],
-    )
+    shuffled = batch.map_tensors(lambda x: x.index_select(0, on_device))
+    return dataclasses.replace(shuffled, idxs=batch.idxs[order.numpy()])
 
 
 def augment_batch(batch: Batch, augmenter: Augmenter, aug_mix: float | None) -> Batch:

@@ -127,47 +127,43 @@ def test_td3_update_schedule_counts():
     assert summary["actor_updates"] == 100  # every second step
 
 
-@pytest.mark.parametrize(
-    "extra", [["super_sac.random_warmup_steps = 99"], ["super_sac.transitions_per_online_step = 3"]]
-)
-def test_td3_actor_and_targets_move_on_the_same_update_step(monkeypatch, extra):
-    """TD3 updates the actor and every target on each d-th critic update, whatever the phase
-    of the loop's step counter when updates start (an odd warm-up, 3 transitions a step)."""
+@pytest.fixture
+def actor_updates_at(monkeypatch) -> list[int]:
+    """The learner's critic-update count at each policy-gradient actor update of the test."""
     from super_sac.learner import Learner
 
-    at_actor_steps: list[int] = []
+    counts: list[int] = []
     actor_step = Learner.pg_actor_step
 
     def recording(self, *args, **kwargs):
-        at_actor_steps.append(self.critic_updates)
+        counts.append(self.critic_updates)
         return actor_step(self, *args, **kwargs)
 
     monkeypatch.setattr(Learner, "pg_actor_step", recording)
+    return counts
+
+
+@pytest.mark.parametrize(
+    "extra", [["super_sac.random_warmup_steps = 99"], ["super_sac.transitions_per_online_step = 3"]]
+)
+def test_td3_actor_and_targets_move_on_the_same_update_step(actor_updates_at, extra):
+    """TD3 updates the actor and every target on each d-th critic update, whatever the phase
+    of the loop's step counter when updates start (an odd warm-up, 3 transitions a step)."""
     summary = _train("td3.gin", steps=300, extra=extra)
     updates = summary["critic_updates"]
     # from step 100 (after 99 warm-up steps), or from step 34 (the 100 warm-up transitions
     # end inside the 34th step of 3): either way the first update falls on an even step
     assert updates in (201, 267)
     # targets move after critic updates 2, 4, ... (target_delay 2): so does the actor
-    assert at_actor_steps == list(range(2, updates + 1, 2))
+    assert actor_updates_at == list(range(2, updates + 1, 2))
 
 
-def test_actor_delay_counts_steps_of_updates_with_several_critic_updates(monkeypatch):
-    from super_sac.learner import Learner
-
-    at_actor_steps: list[int] = []
-    actor_step = Learner.pg_actor_step
-
-    def recording(self, *args, **kwargs):
-        at_actor_steps.append(self.critic_updates)
-        return actor_step(self, *args, **kwargs)
-
-    monkeypatch.setattr(Learner, "pg_actor_step", recording)
+def test_actor_delay_counts_steps_of_updates_with_several_critic_updates(actor_updates_at):
     extra = ["super_sac.critic_updates_per_step = 2", "super_sac.random_warmup_steps = 99"]
     summary = _train("td3.gin", steps=120, extra=extra)
     assert summary["critic_updates"] == 2 * 21
     # every second step of 2 critic updates: after critic updates 4, 8, ...
-    assert at_actor_steps == list(range(4, 43, 4))
+    assert actor_updates_at == list(range(4, 43, 4))
 
 
 def test_original_style_gin_file_loads_unchanged(tmp_path):

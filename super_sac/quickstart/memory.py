@@ -190,19 +190,8 @@ class ReplayMemory:
                 "so that env-scale actions are normalised on push, or push actions in [-1, 1]."
             )
 
-        def move(t: torch.Tensor) -> torch.Tensor:
-            return t.to(device, non_blocking=True)
-
-        return dataclasses.replace(
-            batch,
-            obs={k: move(v) for k, v in batch.obs.items()},
-            action=move(batch.action),
-            reward=move(batch.reward),
-            next_obs={k: move(v) for k, v in batch.next_obs.items()},
-            done=move(batch.done),
-            discount=torch.full_like(batch.reward, gamma, device=device),
-            weights=move(batch.weights),
-        )
+        moved = batch.map_tensors(lambda t: t.to(device, non_blocking=True))
+        return dataclasses.replace(moved, discount=torch.full_like(moved.reward, gamma))
 
     def save_buffer(
         self, env_name: str, suffix: str = "", save_path: str | Path | None = None

@@ -9,6 +9,8 @@ vectorized numpy. Saving and loading (:mod:`super_sac.replay.persistence`) and o
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -61,6 +63,20 @@ class Batch:
     weights: torch.Tensor
     idxs: np.ndarray
     views: AugmentedViews | None = None
+
+    def map_tensors(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> Batch:
+        """A new batch with ``fn`` applied to every tensor of the transitions (observation keys
+        included); ``idxs`` and ``views`` are kept as they are."""
+        return dataclasses.replace(
+            self,
+            obs={k: fn(v) for k, v in self.obs.items()},
+            action=fn(self.action),
+            reward=fn(self.reward),
+            next_obs={k: fn(v) for k, v in self.next_obs.items()},
+            done=fn(self.done),
+            discount=fn(self.discount),
+            weights=fn(self.weights),
+        )
 
 
 @gin.configurable(module="super_sac.replay")  # gin name kept from the single-module days
