@@ -97,6 +97,8 @@ class Collector:
     :param random_warmup_steps: transitions with uniform random actions.
     :param use_exploration_process: perturb the policy's actions with the noise process.
     :param ignore_all_dones: never stop bootstrapping (store ``done = 0`` everywhere).
+    :param reward_clip: store each reward clipped to ``[-reward_clip, reward_clip]`` (the
+        returns reported for the episodes stay the env's); ``None``: as the env gives them.
     :param infinite_bootstrap: with ``max_episode_steps``, a termination at that step is
         treated as a time limit (bootstrapped).
     :param max_episode_steps: the episode length used by ``infinite_bootstrap``.
@@ -120,6 +122,7 @@ class Collector:
         random_warmup_steps: int = 0,
         use_exploration_process: bool = False,
         ignore_all_dones: bool = False,
+        reward_clip: float | None = None,
         infinite_bootstrap: bool = False,
         max_episode_steps: int | None = None,
         cut_episodes_at: int | None = None,
@@ -147,6 +150,7 @@ class Collector:
         self.random_warmup_steps = int(random_warmup_steps)
         self.use_exploration_process = use_exploration_process
         self.ignore_all_dones, self.infinite_bootstrap = ignore_all_dones, infinite_bootstrap
+        self.reward_clip = reward_clip
         self.max_episode_steps, self.cut_episodes_at = max_episode_steps, cut_episodes_at
         self.on_push = on_push
         self.nstep = NStepQueue(self.num_envs, n_step, gamma)
@@ -182,6 +186,7 @@ class Collector:
             random_warmup_steps=cfg.random_warmup_steps,
             use_exploration_process=cfg.use_exploration_process,
             ignore_all_dones=cfg.ignore_all_dones,
+            reward_clip=cfg.reward_clip,
             infinite_bootstrap=cfg.infinite_bootstrap,
             max_episode_steps=cfg.max_episode_steps,
             **kwargs,
@@ -302,6 +307,8 @@ class Collector:
             true_next = final_observations(next_obs, info, np.asarray(terminated | truncated))
         else:
             true_next = next_obs
+        if self.reward_clip is not None:  # what is learned from; the returns stay the env's
+            reward = np.clip(reward, -self.reward_clip, self.reward_clip)
         self._push(self.obs, action, reward, true_next, learn_terminated, ended, valid)
         returns: list[float] = []
         self.resetting[:] = False  # this step's resets are done

@@ -529,6 +529,7 @@ def super_sac(
     actor_delay: int = 1,
     infinite_bootstrap: bool = False,
     ignore_all_dones: bool = False,
+    reward_clip: float | None = None,
     max_episode_steps: int | None = None,
     batch_size: int = 256,
     per_beta_final: float | None = 1.0,

@@ -252,6 +252,12 @@ def validate_config(
             raise _err(f"{key} = {getattr(cfg, key)}", "must be >= 0", "use a non-negative value")
     if not 0.0 <= cfg.gamma <= 1.0:
         raise _err(f"gamma = {cfg.gamma}", "the discount must lie in [0, 1]", "use e.g. 0.99")
+    if cfg.reward_clip is not None and not cfg.reward_clip > 0:
+        raise _err(
+            f"reward_clip = {cfg.reward_clip}",
+            "clips rewards to [-c, c] and must be > 0",
+            "use 1.0 (DQN's Atari setting), or None to store rewards as the env gives them",
+        )
     for key in ("mlp_tau", "encoder_tau"):
         if not 0.0 < getattr(cfg, key) <= 1.0:
             raise _err(f"{key} = {getattr(cfg, key)}", "must lie in (0, 1]", "use e.g. 0.005")

@@ -352,11 +352,39 @@ def _run(agent=None, train_env=None, test_env=None, **kwargs):
         ({"random_warmup_steps": 1000}, "random_warmup_steps = 1000.*buffer"),
         ({"alpha_lr": 1e-3, "init_alpha": -0.1}, "init_alpha = -0.1: must be >= 0"),
         ({"actor_q_reduction": "max"}, "actor_q_reduction"),
+        ({"reward_clip": 0.0}, r"reward_clip = 0.0: clips rewards to \[-c, c\] and must be > 0"),
     ],
 )
 def test_bad_settings_fail_before_training(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         _run(**kwargs)
+
+
+def test_reward_clip_clips_the_stored_rewards_not_the_reported_returns():
+    env, test_env = make_gym_env("Pendulum-v1", 20), make_gym_env("Pendulum-v1", 20)
+    buffer = ReplayBuffer(100, verbose=False)
+    settings = dict(verbosity=0, save_to_disk=False, log_to_disk=False, max_episode_steps=20)
+    trainer = Trainer(
+        Agent(1, nets.FlatEncoder(3), hidden_size=8),
+        buffer,
+        env,
+        test_env,
+        TrainConfig(**settings, reward_clip=0.5, seed=0),
+    )
+    returns = trainer.collector.collect(40)  # two episodes of Pendulum: rewards in [-16.3, 0]
+    stored = buffer._reward[:40]
+    assert stored.min() == -0.5 and (stored > -0.5).sum() < 40
+    assert len(returns) == 2 and min(returns) < -0.5 * 20  # the env's own returns
+    plain = ReplayBuffer(100, verbose=False)
+    same_seed = Trainer(
+        Agent(1, nets.FlatEncoder(3), hidden_size=8),
+        plain,
+        make_gym_env("Pendulum-v1", 20),
+        make_gym_env("Pendulum-v1", 20),
+        TrainConfig(**settings, seed=0),
+    )
+    assert same_seed.collector.collect(40) == returns
+    np.testing.assert_array_equal(np.clip(plain._reward[:40], -0.5, 0.5), stored)
 
 
 def test_deterministic_actor_combinations():
