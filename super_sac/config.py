@@ -274,6 +274,8 @@ class TrainConfig:
     # --- Representation learning: DR3 and Markov state abstraction ---
     #: weight of DR3's critic-feature penalty `mean phi(s, a) . phi(s', a')` (Kumar et al. 2021)
     dr3_coeff: float = 0.0
+    #: DR3's s' through the online encoder with gradient (the paper); False: target encoder's
+    dr3_online_next: bool = False
     #: log `critic/feature_dot` also when `dr3_coeff = 0` (one more critic forward per update)
     log_feature_dot: bool = False
     #: Markov state abstraction (Allen et al. 2021): weight of the inverse model's NLL of a (z, z')
@@ -294,7 +296,7 @@ class TrainConfig:
     aug_mix: float | None = None
     #: weight of the encoder invariance `||phi(aug(s)) - sg(phi(s))||` added to the critic loss
     encoder_lambda: float = 0.0
-    #: weight of the actor invariance `mean (log pi(a|aug) - sg(log pi(a|clean)))^2`, a ~ pi(clean)
+    #: weight of `(log pi(a|aug) - sg log pi(a|s))^2` (deterministic: `||mu(aug) - sg mu(s)||^2`)
     actor_lambda: float = 0.0
     #: DrQ's K: TD target averaged over this many independent augmentations of next_obs
     aug_target_samples: int = 1

@@ -168,6 +168,7 @@ class Learner:
                 masks=self.bootstrap_masks(batch),
                 pop=cfg.pop,
                 dr3_coeff=cfg.dr3_coeff,
+                dr3_online_next=cfg.dr3_online_next,
                 log_feature_dot=cfg.log_feature_dot,
             )
         else:
@@ -187,6 +188,7 @@ class Learner:
                 extra_obs=self.extra_views(batch, "obs", cfg.aug_critic_samples),
                 encoder_lambda=cfg.encoder_lambda,
                 dr3_coeff=cfg.dr3_coeff,
+                dr3_online_next=cfg.dr3_online_next,
                 log_feature_dot=cfg.log_feature_dot,
             )
             self._critic_features = (weakref.ref(batch), features)

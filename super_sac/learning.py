@@ -209,6 +209,7 @@ def dr3_regularizer(
     features: torch.Tensor,
     backup: Backup,
     dr3_coeff: float,
+    next_rep: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor | None, Logs]:
     """DR3 (Kumar et al. 2021, "DR3: Value-Based Deep Reinforcement Learning Requires Explicit
     Regularization", arXiv 2112.04716, eq. 5):
@@ -218,12 +219,16 @@ def dr3_regularizer(
     the output layer, so PopArt's normalisation does not touch it). ``phi(s, a)`` comes from the
     critic update's own forward pass (``features``): its gradient reaches the critics and the
     online encoder. ``phi(s', a')`` is evaluated by the same *online* critics -- the paper's
-    regulariser is a function of the Q-network's parameters at both pairs, so both receive
-    gradient -- at ``s'`` encoded by the target encoder without gradient and ``a'`` the action
-    the TD backup used (:class:`Backup`). Discrete critics use ``phi(s)`` and ``phi(s')``
-    (:func:`critic_features`), as the paper's DQN-style networks do. Over an ensemble the
-    term is the mean of every critic's own term (:func:`~super_sac.learning_utils.feature_dot`).
-    The term is not scaled by replay priorities' importance weights or bootstrap masks.
+    regulariser is a function of the Q-network's parameters at both pairs, so the critics
+    receive gradient from both -- at ``a'`` the action the TD backup used (:class:`Backup`) and
+    ``s'`` encoded by the target encoder without gradient (the original super_sac's choice: the
+    encoder learns only from the ``phi(s, a)`` side), or, given ``next_rep``, by the online
+    encoder with gradient (``dr3_online_next``: the paper's regulariser of the whole network,
+    as Dopamine's DR3 agent computes it; one more encoder pass). Discrete critics use
+    ``phi(s)`` and ``phi(s')`` (:func:`critic_features`), as the paper's DQN-style networks
+    do. Over an ensemble the term is the mean of every critic's own term
+    (:func:`~super_sac.learning_utils.feature_dot`). The term is not scaled by replay
+    priorities' importance weights or bootstrap masks.
 
     The original super_sac also evaluates the online critics at ``(s', a')`` from the target
     encoder, with gradient, but adds the term before dividing the whole critic loss by the
@@ -232,13 +237,16 @@ def dr3_regularizer(
 
     :param features: ``(N, B, hidden)`` ``phi(s, a)`` of the batch's own rows.
     :param backup: the backup of the same batch (``s'`` features and ``a'``).
+    :param next_rep: ``s'`` encoded by the online encoder (with gradient), to use instead of
+        ``backup.next_rep``.
     :param dr3_coeff: weight of the term; 0 computes only the logged dot product (no gradient,
         an extra forward pass of the critics on ``(s', a')``).
     :return: the term (``None`` when ``dr3_coeff`` is 0) and its logs: ``critic/feature_dot``
         (the mean dot product) and, with a weight, ``critic/dr3_loss`` (weight times it).
     """
     with torch.set_grad_enabled(dr3_coeff > 0 and torch.is_grad_enabled()):
-        next_features = critic_features(agent, backup.next_rep, backup.next_action)
+        rep = backup.next_rep if next_rep is None else next_rep
+        next_features = critic_features(agent, rep, backup.next_action)
     if dr3_coeff == 0:
         features = features.detach()
     dot = lu.feature_dot(features, next_features).mean()
@@ -279,6 +287,7 @@ def critic_update_with_features(
     extra_obs: Sequence[Obs] = (),
     encoder_lambda: float = 0.0,
     dr3_coeff: float = 0.0,
+    dr3_online_next: bool = False,
     log_feature_dot: bool = False,
 ) -> tuple[Logs, torch.Tensor]:
     """Regress every critic on the TD target (see :func:`td_backup`).
@@ -297,7 +306,8 @@ def critic_update_with_features(
     on the batch's views (``batch.views``, set by an augmenter).
 
     ``dr3_coeff > 0`` adds DR3's feature co-adaptation penalty (:func:`dr3_regularizer`) on the
-    batch's own rows and its ``batch.next_obs`` backup; ``log_feature_dot`` logs the feature
+    batch's own rows and its ``batch.next_obs`` backup (with ``dr3_online_next``, ``s'`` encoded
+    by the online encoder with gradient); ``log_feature_dot`` logs the feature
     dot product without the penalty (one extra forward pass of the critics).
 
     :return: ``critic/loss`` (with the invariance and DR3 terms), ``critic/q_mean``,
@@ -343,7 +353,10 @@ def critic_update_with_features(
     q = q[:, :batch_size]
     logs: Logs = {}
     if with_dot:
-        term, logs = dr3_regularizer(agent, features[:, :batch_size], backups[0], dr3_coeff)
+        next_rep = agent.encoder(batch.next_obs) if dr3_online_next and dr3_coeff > 0 else None
+        term, logs = dr3_regularizer(
+            agent, features[:, :batch_size], backups[0], dr3_coeff, next_rep
+        )
         if term is not None:
             loss = loss + term
     if encoder_lambda > 0 and batch.views is not None:

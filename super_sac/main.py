@@ -546,6 +546,7 @@ def super_sac(
     pop: bool = False,
     popart_beta: float = 1e-4,
     dr3_coeff: float = 0.0,
+    dr3_online_next: bool = False,
     log_feature_dot: bool = False,
     inverse_markov_coeff: float = 0.0,
     contrastive_markov_coeff: float = 0.0,

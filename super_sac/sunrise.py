@@ -156,6 +156,7 @@ def ensemble_critic_update(
     masks: torch.Tensor | None = None,
     pop: bool = False,
     dr3_coeff: float = 0.0,
+    dr3_online_next: bool = False,
     log_feature_dot: bool = False,
 ) -> Logs:
     """SUNRISE's critic update: every member's critics regress on that member's target.
@@ -170,7 +171,8 @@ def ensemble_critic_update(
 
     ``dr3_coeff > 0`` adds DR3 (:func:`super_sac.learning.dr3_regularizer`) averaged over all
     ``E N`` critics, member ``e``'s critics evaluated at ``(s', a'_e)`` with ``a'_e`` the action
-    of that member's backup; the term ignores bootstrap masks and backup weights.
+    of that member's backup (``s'`` through the online encoder with ``dr3_online_next``); the
+    term ignores bootstrap masks and backup weights.
     ``log_feature_dot`` logs the dot product without the penalty.
 
     :return: the logs of :func:`critic_update` (``critic/member_mse`` per critic of every
@@ -208,7 +210,8 @@ def ensemble_critic_update(
     )
     dot_logs: Logs = {}
     if with_dot:
-        term, dot_logs = dr3_regularizer(agent, features, next_step, dr3_coeff)
+        next_rep = agent.encoder(batch.next_obs) if dr3_online_next and dr3_coeff > 0 else None
+        term, dot_logs = dr3_regularizer(agent, features, next_step, dr3_coeff, next_rep)
         if term is not None:
             loss = loss + term
     optimizer_step(optimizer, loss)

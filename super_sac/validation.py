@@ -594,6 +594,12 @@ def _validate_dr3(cfg: TrainConfig, agent: Agent) -> None:
             "DR3's weight must be >= 0 (a negative weight rewards feature co-adaptation)",
             "use 0 (off) or a positive weight such as 0.01 (the original's offline configs)",
         )
+    if cfg.dr3_online_next and not cfg.dr3_coeff > 0:
+        raise _err(
+            "dr3_online_next = True",
+            "only DR3's penalty encodes s' with the online encoder, and dr3_coeff = 0",
+            "set dr3_coeff > 0 (e.g. 0.005), or dr3_online_next = False",
+        )
     wants_features = cfg.dr3_coeff > 0 or cfg.log_feature_dot
     critic_cls = type(agent.critic)
     has_features = callable(getattr(agent.critic, "features", None)) and (

@@ -275,6 +275,39 @@ def test_gradient_reaches_the_critic_trunk_and_the_online_encoder_not_the_target
     assert not torch.allclose(grad, grad_one_sided, atol=1e-4)
 
 
+def test_dr3_online_next_trains_the_encoder_from_both_pairs():
+    """The paper's regulariser is a function of the whole Q-network at (s, a) and (s', a'):
+    with dr3_online_next, s' goes through the online encoder with gradient."""
+    torch.manual_seed(0)
+    agent = Agent(2, LinearEncoder(), hidden_size=8)
+    target = learning.make_target_agent(agent)
+    batch = _batch()
+    opt = _opt(agent.critic, agent.encoder, lr=0.0)  # a step that changes nothing
+    grads = {}
+    for online in (False, True):
+        agent.zero_grad(set_to_none=True)
+        torch.manual_seed(1)  # the backup's sampled next actions
+        learning.critic_update(
+            agent, target, batch, opt, alpha=torch.tensor(0.1), target_critic_ensemble_n=2,
+            dr3_coeff=1.0, dr3_online_next=online,
+        )  # fmt: skip
+        grads[online] = agent.encoder.linear.weight.grad.clone()
+    # by hand: the TD loss's encoder gradient plus the term's through both pairs
+    torch.manual_seed(1)
+    backup = learning.td_backup(
+        agent, target, batch, alpha=torch.tensor(0.1), target_critic_ensemble_n=2
+    )
+    agent.zero_grad(set_to_none=True)
+    rep, next_rep = agent.encoder(batch.obs), agent.encoder(batch.next_obs)
+    loss, _, features = learning.critic_regression(
+        agent, target, rep, batch.action, backup.target, batch.weights, return_features=True
+    )
+    phi1 = agent.critic.features(next_rep, backup.next_action)
+    (loss + lu.feature_dot(features, phi1).mean()).backward()
+    torch.testing.assert_close(grads[True], agent.encoder.linear.weight.grad)
+    assert not torch.allclose(grads[True], grads[False], atol=1e-4)
+
+
 def test_discrete_critic_uses_the_state_features():
     """Discrete critics: ``phi(s) . phi(s')``, the state features the output layer maps to every
     action's value; ``a'`` does not enter."""
@@ -350,6 +383,43 @@ def test_log_feature_dot_logs_without_changing_the_update():
     assert logs["critic/loss"].item() == base["critic/loss"].item()
     for a, b in zip(agent.parameters(), logged.parameters()):
         assert torch.equal(a, b)
+
+
+def test_sunrise_dr3_online_next_encodes_s_prime_with_the_online_encoder():
+    torch.manual_seed(0)
+    agent = Agent(2, LinearEncoder(), ensemble_size=3, num_critics=2, hidden_size=8)
+    target = learning.make_target_agent(agent)
+    with torch.no_grad():
+        target.encoder.linear.weight.mul_(2.0)  # the encoders differ: so do the two choices
+    batch = _batch()
+    kw = dict(alpha=torch.full((3,), 0.1), target_critic_ensemble_n=2)
+    dots = {}
+    for online in (False, True):
+        member = copy.deepcopy(agent)
+        torch.manual_seed(11)
+        backup, _ = sunrise.ensemble_td_backup(member, target, batch, **kw)
+        with torch.no_grad():
+            s = member.encoder(batch.obs)
+            s1 = (member.encoder if online else target.encoder)(batch.next_obs)
+            expected = torch.stack(
+                [
+                    (
+                        _per_critic_features(member.critic, s, batch.action, k)
+                        * _per_critic_features(member.critic, s1, backup.next_action[k // 2], k)
+                    )
+                    .sum(-1)
+                    .mean()
+                    for k in range(6)
+                ]
+            ).mean()
+        torch.manual_seed(11)
+        logs = sunrise.ensemble_critic_update(
+            member, target, batch, _opt(member.critic, member.encoder), dr3_coeff=0.2,
+            dr3_online_next=online, **kw,
+        )  # fmt: skip
+        dots[online] = logs["critic/feature_dot"].item()
+        assert dots[online] == pytest.approx(expected.item(), rel=1e-5)
+    assert dots[True] != pytest.approx(dots[False], rel=1e-3)
 
 
 def test_sunrise_members_critics_use_their_own_next_actions():
@@ -448,6 +518,10 @@ def dataset(tmp_path_factory):
     "kwargs, message",
     [
         ({"dr3_coeff": -0.1}, r"super_sac.dr3_coeff = -0.1: DR3's weight must be >= 0.*Fix: use 0"),
+        (
+            {"dr3_online_next": True, "dr3_coeff": 0.0},
+            r"dr3_online_next = True: only DR3's penalty .*dr3_coeff = 0",
+        ),
     ],
 )
 def test_bad_dr3_settings_are_refused(dataset, kwargs, message):
