@@ -379,6 +379,10 @@ def test_report_of_hand_made_curves(tmp_path):
     two = build_report(tmp_path / "s", references={"Pendulum-v1": (0.0, 120.0)}, last=2)
     assert two["normalised_aggregate"][0]["last"]["mean"]["value"] == pytest.approx(62.5 / 120)
     assert "| last-2 mean |" in markdown_table(two).split("Aggregate over envs")[1]
+    # td3 ran 4 seeds on Pendulum and 3 on MountainCar: the pooled aggregate says so
+    both = {"Pendulum-v1": (0.0, 120.0), "MountainCarContinuous-v0": (0.0, 60.0)}
+    with pytest.warns(UserWarning, match=r"aggregate of td3 pools envs with different numbers"):
+        build_report(tmp_path / "s", references=both)
     cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
     cmd += ["report", str(tmp_path / "s"), "--no_plot"]
     cmd += ["--reference", "Pendulum-v1=0:120", "--reference", "MountainCarContinuous-v0=0:60"]
@@ -513,11 +517,14 @@ def test_a_paired_report_subtracts_the_base_config_seed_by_seed(tmp_path):
     # first at or above 25: sac at 30 (seed 0) and 20 (seed 1); td3 seed 0 never gets there,
     # so only seed 1 counts (20 - 20)
     assert row["first_reach"]["per_seed"] == {"1": 0.0}
+    assert row["first_reach_left_out"] == 1  # and the report says a seed was left out
     table = markdown_table(report)
     assert "Paired by seed against sac" in table
     assert "| td3 | Pendulum-v1 | 0, 1 | +5.0 [-10.0, 20.0] (1 up, 1 down of 2) |" in table
-    # nowhere near the threshold: no seed to pair
-    assert build_report(sweep, threshold=1000, paired="sac")["paired"][0]["first_reach"] is None
+    assert "(0 up, 0 down of 1); 1 left out: only one got there |" in table
+    # nowhere near the threshold: no seed to pair, and none left out (neither got there)
+    (far,) = build_report(sweep, threshold=1000, paired="sac")["paired"]
+    assert far["first_reach"] is None and "first_reach_left_out" not in far
     assert "paired" not in build_report(sweep)
     with pytest.raises(ValueError, match="no finished run of config 'ddpg'.*'sac', 'td3'"):
         build_report(sweep, paired="ddpg")

@@ -12,6 +12,7 @@ import math
 import os
 import re
 import shutil
+import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -539,6 +540,14 @@ def _normalised_aggregate(
                 strata[score][env] = [(r[score] - low) / (high - low) for r in per_run]
         if not strata["final"]:
             continue
+        counts = {env: len(v) for env, v in strata["final"].items()}
+        if len(set(counts.values())) > 1:
+            warnings.warn(
+                f"the normalised aggregate of {stem} pools envs with different numbers of seeds "
+                f"({counts}): an env with more seeds weighs more; run the same seeds on every "
+                "env for an aggregate that weighs them equally",
+                stacklevel=2,
+            )
         entry: dict[str, Any] = {"config": stem, "envs": sorted(strata["final"])}
         for score, by_env in strata.items():
             entry[score] = {}
@@ -633,6 +642,7 @@ def paired_differences(
                 continue
             scores: dict[str, dict[int, float]] = {score: {} for score in SCORES}
             firsts: dict[int, float] = {}
+            left_out = 0  # seeds where only one of the two reached the threshold
             for k in common:
                 (s1, v1), (s0, v0) = runs[k], base_runs[k]
                 ours, theirs = run_scores(s1, v1, last), run_scores(s0, v0, last)
@@ -642,11 +652,15 @@ def paired_differences(
                     t1, t0 = first_reach(s1, v1, threshold), first_reach(s0, v0, threshold)
                     if t1 is not None and t0 is not None:
                         firsts[k] = t1 - t0
+                    elif (t1 is None) != (t0 is None):
+                        left_out += 1
             entry: dict[str, Any] = {"config": config, "base": base, "env": env}
             entry["seeds"] = [str(k) for k in common]
             entry.update({score: paired_entry(d, seed) for score, d in scores.items()})
             if threshold is not None:
                 entry["first_reach"] = paired_entry(firsts, seed) if firsts else None
+                if left_out:  # (absent when none: the earlier reports' form)
+                    entry["first_reach_left_out"] = left_out
             out.append(entry)
     return out
 
@@ -969,7 +983,9 @@ def _paired_lines(report: dict[str, Any]) -> list[str]:
             f"| {paired_cell(r['last'])} | {paired_cell(r['auc'])} |"
         )
         if threshold is not None:
-            line += f" {paired_cell(r['first_reach'], 0)} |"
+            left_out = r.get("first_reach_left_out", 0)
+            note = f"; {left_out} left out: only one got there" if left_out else ""
+            line += f" {paired_cell(r['first_reach'], 0)}{note} |"
         lines.append(line)
     return lines
 
