@@ -152,6 +152,19 @@ def test_cli_prints_user_errors_as_one_line_with_status_2(error, capsys):
     assert capsys.readouterr().err == f"error: {error}\n"
 
 
+def test_a_gpu_device_on_a_machine_without_one_is_a_one_line_error(monkeypatch, capsys):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    argv = ["--config", "sac.gin", "--steps", "5", "--device", "cuda", "--dry_run"]
+    with pytest.raises(SystemExit) as stop:
+        cli.cli(lambda: cli.train_gym(argv, search_dirs=[ROOT / "experiments" / "gym"]))
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --device cuda: device 'cuda' was asked for but torch sees no")
+    assert "Fix: use the device 'cpu'" in err
+
+
 def test_cli_lets_programming_errors_through():
     def main():
         raise KeyError("a bug")

@@ -165,7 +165,11 @@ def add_common_args(p: argparse.ArgumentParser, default_config: str) -> None:
     :param default_config: the ``--config`` default (a gin file name).
     """
     p.add_argument("--config", default=default_config, help="gin file (bare names resolve here)")
-    p.add_argument("--name", default=None, help="run name (default: <config>_<env or game>)")
+    p.add_argument(
+        "--name",
+        default=None,
+        help="run name (default: <config>_<env or game>, with --dataset <config>_<dataset>)",
+    )
     p.add_argument(
         "--run_dir",
         default=None,

@@ -373,7 +373,10 @@ def run(
     for option in ("seed", "name"):  # the flag wins; without it, a gin binding is the value
         if getattr(args, option) is None and _bound(option) and not args.resume:
             setattr(args, option, _bound_value(option))
-    device = super_sac.get_device(args.device)
+    try:
+        device = super_sac.get_device(args.device)
+    except ValueError as err:  # a device this machine lacks: the user's to fix, in one line
+        raise ConfigError(f"--device {args.device}: {err}") from err
     if args.seed is not None:
         super_sac.set_seed(args.seed)
     args.record_video = bound_setting("video_interval", 0) > 0  # the test env then renders
