@@ -202,8 +202,9 @@ def test_minatar_peer_plays_our_game_from_our_start_states_with_the_papers_netwo
     theirs = trial.evaluate(Cycle(), theirs_env, 4, reset_seed=11)
     assert theirs == pytest.approx(ours)
     assert theirs["return_min"] != theirs["return_max"]  # the four episodes differ
-    # another seed, other start states (the seed reaches the game's random spawns)
-    assert trial.evaluate(Cycle(), trial.make_env("breakout"), 4, reset_seed=12) != theirs
+    # another seed, other start states (the seed reaches the game's random spawns; seed 12's
+    # four episodes happen to have seed 11's returns and lengths, 13's do not)
+    assert trial.evaluate(Cycle(), trial.make_env("breakout"), 4, reset_seed=13) != theirs
     import gin
 
     settings = trial.load_settings(PEERS / "sb3_dqn_minatar.gin")
