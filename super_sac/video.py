@@ -68,7 +68,10 @@ def render_frame(env: Any) -> np.ndarray:
 
     :raises ValueError: when the env renders nothing (made without ``render_mode="rgb_array"``).
     """
-    frame = env.render()
+    try:
+        frame = env.render()
+    except NotImplementedError:  # gymnasium's Env.render of an env that draws nothing
+        frame = None
     if frame is None or np.ndim(frame) != 3:
         mode = getattr(env, "render_mode", None)
         raise ValueError(

@@ -148,10 +148,20 @@ def test_bad_arguments_are_refused():
         LinearLongitudinalF16(reference_signal="ramp")
     with pytest.raises(ValueError, match="number_time_steps"):
         LinearLongitudinalF16(number_time_steps=0)
+    with pytest.raises(ValueError, match="number_time_steps must be a whole number, got 10.7"):
+        LinearLongitudinalF16(number_time_steps=10.7)
+    with pytest.raises(ValueError, match=r"initial_state must be three finite numbers"):
+        LinearLongitudinalF16(initial_state=(1.0, 0.0))
+    with pytest.raises(ValueError, match=r"elevator 40.0 deg lies beyond the stops \(.* 25.0"):
+        LinearLongitudinalF16(initial_state=(0.0, 0.0, 40.0))
+    with pytest.raises(ValueError, match="draws nothing .*plot its episodes"):
+        LinearLongitudinalF16(render_mode="rgb_array")
     env = LinearLongitudinalF16()
     env.reset(seed=0)
     with pytest.raises(ValueError, match="finite"):
         env.step(np.array([np.nan]))
+    with pytest.raises(ValueError, match=r"one elevator command \(shape \(1,\)\), got 2 values"):
+        env.step(np.array([1.0, 30.0]))
 
 
 def test_registered_env_passes_gymnasiums_checker():

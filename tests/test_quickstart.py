@@ -180,6 +180,16 @@ def test_an_env_with_the_old_gym_api_is_refused_with_the_fix(bare_reset, message
         sac.train(verbose=False)
 
 
+def test_an_env_of_the_old_gym_package_is_named_as_such():
+    class GymBox(spaces.Box):  # a space of the gym package (as gym.spaces.Box reports itself)
+        pass
+
+    GymBox.__module__ = "gym.spaces.box"
+    env = SpaceEnv(GymBox(-1.0, 1.0, (3,), np.float32), GymBox(-2.0, 2.0, (1,), np.float32))
+    with pytest.raises(ValueError, match=r"old gym package \(gym.spaces.box\), not gymnasium"):
+        SAC(env, **SMALL)
+
+
 def test_verbose_histogram_without_log_dir_is_warned_about():
     with pytest.warns(UserWarning, match="need log_dir"):
         pendulum(verbose_histogram=True)

@@ -112,6 +112,9 @@ def test_quick_start_records_a_controller_run(tmp_path):
     assert len(imageio.mimread(path)) == 2 * 11
     with pytest.raises(ValueError, match="render_mode"):
         SAC(gym.make("Pendulum-v1"), seed=0, hidden_size=16).record(tmp_path / "none")
+    # an env that draws nothing at all (gymnasium's Env.render raises NotImplementedError)
+    with pytest.raises(ValueError, match="renders no RGB frames"):
+        SAC(gym.make("LinearLongitudinalF16-v0"), seed=0, hidden_size=16).record(tmp_path / "x")
 
 
 def test_wandb_receives_the_written_file(tmp_path, monkeypatch):

@@ -119,9 +119,16 @@ class LinearLongitudinalF16(gym.Env):
         initial_state: tuple[float, float, float] | None = None,
         terminate_on_divergence: bool = False,
         divergence_bound: float = 45.0,
+        render_mode: str | None = None,
     ) -> None:
         super().__init__()
         self._check_arguments(number_time_steps, dt, reference_signal, reference_period)
+        if render_mode is not None:
+            raise ValueError(
+                f"the F-16 env draws nothing (render_mode={render_mode!r}); plot its episodes "
+                "instead (experiments/aerospace/train_f16.py --plot), or leave render_mode unset"
+            )
+        self.render_mode = None
         self.number_time_steps = int(number_time_steps)
         self.dt = float(dt)
         self.reference_signal = reference_signal
@@ -131,7 +138,7 @@ class LinearLongitudinalF16(gym.Env):
         self.random_step_interval = float(random_step_interval)
         self.elevator_limit = float(elevator_limit)
         self.elevator_rate_limit = float(elevator_rate_limit)
-        self.initial_state = np.zeros(3) if initial_state is None else np.array(initial_state)
+        self.initial_state = self._checked_initial_state(initial_state, float(elevator_limit))
         self.terminate_on_divergence = bool(terminate_on_divergence)
         self.divergence_bound = float(divergence_bound)
         self.Ad, self.Bd = zoh_discretise(F16_A, F16_B, self.dt)
@@ -148,6 +155,8 @@ class LinearLongitudinalF16(gym.Env):
     def _check_arguments(
         number_time_steps: int, dt: float, reference_signal: str, reference_period: float
     ) -> None:
+        if isinstance(number_time_steps, bool) or not float(number_time_steps).is_integer():
+            raise ValueError(f"number_time_steps must be a whole number, got {number_time_steps}")
         if number_time_steps < 1:
             raise ValueError(f"number_time_steps must be >= 1, got {number_time_steps}")
         if not dt > 0:
@@ -158,6 +167,27 @@ class LinearLongitudinalF16(gym.Env):
             )
         if not reference_period > 0:
             raise ValueError(f"reference_period must be positive, got {reference_period}")
+
+    @staticmethod
+    def _checked_initial_state(
+        initial_state: tuple[float, float, float] | None, elevator_limit: float
+    ) -> np.ndarray:
+        """``(alpha, q, elevator)`` at reset: three finite numbers, the elevator inside the
+        stops."""
+        if initial_state is None:
+            return np.zeros(3)
+        state = np.asarray(initial_state, dtype=np.float64)
+        if state.shape != (3,) or not np.isfinite(state).all():
+            raise ValueError(
+                "initial_state must be three finite numbers (alpha [deg], q [deg/s], elevator "
+                f"[deg]), got {initial_state!r}"
+            )
+        if abs(state[2]) > elevator_limit:
+            raise ValueError(
+                f"initial_state's elevator {state[2]} deg lies beyond the stops "
+                f"(elevator_limit {elevator_limit} deg)"
+            )
+        return state
 
     # ------------------------------------------------------------------ reference
     def _make_reference(self) -> np.ndarray:
@@ -212,7 +242,13 @@ class LinearLongitudinalF16(gym.Env):
         :return: observation, reward, terminated, truncated, info (``time`` in seconds,
             ``elevator`` position in degrees, ``alpha_ref``).
         """
-        command = float(np.asarray(action, dtype=np.float64).reshape(-1)[0])
+        commands = np.asarray(action, dtype=np.float64).reshape(-1)
+        if commands.size != 1:
+            raise ValueError(
+                f"the F-16 env takes one elevator command (shape (1,)), got {commands.size} "
+                f"values: {np.asarray(action).tolist()}"
+            )
+        command = float(commands[0])
         if not math.isfinite(command):
             raise ValueError(f"the elevator command must be finite, got {command}")
         self.elevator = self.actuator(command)

@@ -41,6 +41,13 @@ def check_spaces(observation_space: spaces.Space, action_space: spaces.Space) ->
     :param observation_space: must be a ``Box``.
     :param action_space: must be a ``Box`` with finite bounds.
     """
+    for space in (observation_space, action_space):
+        if type(space).__module__.split(".")[0] == "gym":
+            raise ValueError(
+                f"the env's spaces come from the old gym package ({type(space).__module__}), not "
+                "gymnasium. Fix: import gymnasium as gym and make the env with it, or wrap an "
+                "old gym env with shimmy's GymV26CompatibilityV0"
+            )
     if not isinstance(observation_space, spaces.Box):
         raise ValueError(
             f"SAC needs a Box observation space, got {observation_space}. Flatten the "
