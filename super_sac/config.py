@@ -234,7 +234,7 @@ class TrainConfig:
     infinite_bootstrap: bool = False
     #: never stop bootstrapping, whatever ends an episode
     ignore_all_dones: bool = False
-    #: store collected rewards clipped to [-c, c] (DQN's Atari practice: 1); None: as the env gives
+    #: store collected rewards clipped to [-c, c] (DQN's Atari: 1; datasets unclipped); None: off
     reward_clip: float | None = None
     #: training and evaluation episodes end (truncated) at this step; None: the env's own limit
     max_episode_steps: int | None = None

@@ -1080,6 +1080,13 @@ def _validate_phases(cfg: TrainConfig, agent: Agent, buffer: ReplayBuffer) -> No
                 "load the dataset with the run's gamma (load_dataset(..., gamma=super_sac.gamma))",
             )
         offline = cfg.num_steps_offline > 0 or cfg.bc_warmup_steps > 0
+        if cfg.reward_clip is not None:
+            _warn(
+                f"reward_clip = {cfg.reward_clip}",
+                f"clips the rewards the loop collects, not the {len(buffer)} transitions already "
+                "in the buffer (a dataset), which keep theirs: the critics learn from both",
+                "clip the dataset's rewards before loading it, or leave reward_clip = None",
+            )
         if cfg.n_step > 1 and offline and np.allclose(stored, cfg.gamma):
             _warn(
                 f"n_step = {cfg.n_step}",

@@ -142,6 +142,14 @@ def test_checkpoints_are_named_by_the_log_step_and_record_both_counts(dataset, t
     assert counts == {"ckpt_2": (2, 0), "ckpt_4": (4, 0), "ckpt_6": (6, 2), "ckpt_7": (7, 3)}
 
 
+def test_reward_clip_with_a_dataset_in_the_buffer_says_the_dataset_keeps_its_rewards(dataset):
+    from super_sac.validation import ConfigWarning
+
+    with pytest.warns(ConfigWarning, match=r"reward_clip = 1.0: clips the rewards the loop "
+                      r"collects, not the 200 transitions already in the buffer"):  # fmt: skip
+        _run(dataset, num_steps_offline=1, num_steps_online=0, reward_clip=1.0)
+
+
 def test_the_logs_say_which_phase_runs(dataset, monkeypatch):
     logged = []
     monkeypatch.setattr(NullLogger, "log", lambda self, m, step: logged.append((step, m)))

@@ -181,11 +181,12 @@ def test_an_env_with_the_old_gym_api_is_refused_with_the_fix(bare_reset, message
 
 
 def test_an_env_of_the_old_gym_package_is_named_as_such():
-    class GymBox(spaces.Box):  # a space of the gym package (as gym.spaces.Box reports itself)
-        pass
+    class GymBox:  # a space of the gym package: not gymnasium's, and named like gym.spaces.Box
+        def __repr__(self):
+            return "Box(-1.0, 1.0, (3,), float32)"
 
     GymBox.__module__ = "gym.spaces.box"
-    env = SpaceEnv(GymBox(-1.0, 1.0, (3,), np.float32), GymBox(-2.0, 2.0, (1,), np.float32))
+    env = SpaceEnv(GymBox(), GymBox())
     with pytest.raises(ValueError, match=r"old gym package \(gym.spaces.box\), not gymnasium"):
         SAC(env, **SMALL)
 

@@ -176,7 +176,7 @@ class LinearLongitudinalF16(gym.Env):
         stops."""
         if initial_state is None:
             return np.zeros(3)
-        state = np.asarray(initial_state, dtype=np.float64)
+        state = np.array(initial_state, dtype=np.float64)  # a copy: later edits do not reach it
         if state.shape != (3,) or not np.isfinite(state).all():
             raise ValueError(
                 "initial_state must be three finite numbers (alpha [deg], q [deg/s], elevator "

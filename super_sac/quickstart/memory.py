@@ -42,7 +42,8 @@ def check_spaces(observation_space: spaces.Space, action_space: spaces.Space) ->
     :param action_space: must be a ``Box`` with finite bounds.
     """
     for space in (observation_space, action_space):
-        if type(space).__module__.split(".")[0] == "gym":
+        modules = {cls.__module__.split(".")[0] for cls in type(space).__mro__}
+        if not isinstance(space, spaces.Space) and "gym" in modules:
             raise ValueError(
                 f"the env's spaces come from the old gym package ({type(space).__module__}), not "
                 "gymnasium. Fix: import gymnasium as gym and make the env with it, or wrap an "

@@ -12,7 +12,6 @@ import math
 import os
 import re
 import shutil
-import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -526,8 +525,15 @@ def run_scores(steps: np.ndarray, values: np.ndarray, last: int) -> dict[str, fl
 
 
 def _normalised_aggregate(
-    data: dict[str, Any], references: dict[str, tuple[float, float]], seed: int, last: int = 3
+    data: dict[str, Any],
+    references: dict[str, tuple[float, float]],
+    seed: int,
+    last: int = 3,
+    notes: list[str] | None = None,
 ) -> list[dict[str, Any]]:
+    """Per config, the scores normalised by ``references`` and pooled over its envs, with
+    stratified bootstrap intervals; a config whose envs ran different numbers of seeds adds a
+    warning to ``notes`` (the report's warnings)."""
     out = []
     for stem in data["configs"]:
         strata: dict[str, dict[str, list[float]]] = {score: {} for score in SCORES}
@@ -541,12 +547,11 @@ def _normalised_aggregate(
         if not strata["final"]:
             continue
         counts = {env: len(v) for env, v in strata["final"].items()}
-        if len(set(counts.values())) > 1:
-            warnings.warn(
+        if len(set(counts.values())) > 1 and notes is not None:
+            notes.append(
                 f"the normalised aggregate of {stem} pools envs with different numbers of seeds "
                 f"({counts}): an env with more seeds weighs more; run the same seeds on every "
-                "env for an aggregate that weighs them equally",
-                stacklevel=2,
+                "env for an aggregate that weighs them equally"
             )
         entry: dict[str, Any] = {"config": stem, "envs": sorted(strata["final"])}
         for score, by_env in strata.items():
@@ -729,6 +734,7 @@ def build_report(
             + ", ".join(f"{d}: {b}" for d, b in data["budgets"].items())
             + "): final scores, last-k means and areas under the curve are not comparable"
         )
+    aggregate = _normalised_aggregate(data, references or {}, seed, last, warnings)
     return {
         "sweeps": [str(d) for d in _as_list(sweep_dirs)],
         **({"archives": [str(a) for a in archives]} if archives else {}),
@@ -737,7 +743,7 @@ def build_report(
         "last_evaluations": last,
         "threshold": threshold,
         "rows": rows,
-        "normalised_aggregate": _normalised_aggregate(data, references or {}, seed, last),
+        "normalised_aggregate": aggregate,
         **(
             {"paired": paired_differences(data, paired, seed, last, threshold)}
             if paired is not None
