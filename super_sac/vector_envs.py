@@ -45,6 +45,8 @@ def make_vector_env(
     """
     if kind not in VECTOR_KINDS:
         raise ValueError(f"vector kind must be one of {VECTOR_KINDS}, got {kind!r}")
+    if isinstance(n, bool) or int(n) != n or n < 1:
+        raise ValueError(f"a vector env needs n >= 1 envs (a whole number), got {n!r}")
     fns = [make for _ in range(n)]
     if kind == "async":
         return gym.vector.AsyncVectorEnv(

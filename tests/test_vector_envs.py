@@ -280,3 +280,28 @@ def test_vector_async_option_builds_worker_processes():
         train_env.close()
     summary = _cli("--parallel_envs", "2", "--vector", "async")
     assert summary["env_steps"] == 10
+
+
+@pytest.mark.parametrize("n", [0, -2, 1.5])
+def test_a_vector_env_needs_at_least_one_env(n):
+    with pytest.raises(ValueError, match=r"needs n >= 1 envs \(a whole number\), got"):
+        make_vector_env(lambda: gym.make("Pendulum-v1"), n)
+
+
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_the_scripts_refuse_fewer_than_one_parallel_env(value, capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.train_gym(["--parallel_envs", value, "--dry_run"])
+    assert stop.value.code == 2
+    assert f"--parallel_envs: must be 1 or more, got {int(value)}" in capsys.readouterr().err
+
+
+def test_async_workers_are_closed_when_the_run_fails_before_training():
+    import multiprocessing
+
+    gym_dir = Path(__file__).resolve().parents[1] / "experiments" / "gym"
+    argv = ["--parallel_envs", "2", "--vector", "async", "--dry_run"]
+    bindings = ["--gin_bindings", "Agent.hidden_size = -3"]  # the agent cannot be built
+    with pytest.raises(ValueError):
+        cli.train_gym([*argv, *bindings], search_dirs=[gym_dir])
+    assert not [p for p in multiprocessing.active_children() if "AsyncVectorEnv" in p.name]

@@ -12,6 +12,17 @@ PathLike = str | os.PathLike
 SearchDirs = Sequence[PathLike]
 
 
+def _at_least_one(text: str) -> int:
+    """An argparse type: a whole number of 1 or more (a count of envs)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
 def build_parser(description: str | None = None) -> argparse.ArgumentParser:
     """The command line of ``experiments/gym/train_gym.py``: ``--env`` plus the common options
     (default config ``sac.gin``).
@@ -187,7 +198,7 @@ def add_common_args(p: argparse.ArgumentParser, default_config: str) -> None:
     )
     p.add_argument(
         "--parallel_envs",
-        type=int,
+        type=_at_least_one,
         default=1,
         help="parallel training envs (without a transitions_per_online_step setting of your "
         "own, each online step then steps every env once)",

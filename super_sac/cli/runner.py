@@ -384,37 +384,37 @@ def run(
         # MuJoCo renders headless only through EGL (or OSMesa); its default, GLFW, needs a display
         os.environ.setdefault("MUJOCO_GL", "egl")
     train_env, test_env = make_envs(args)
-    warn_beyond_time_limit(test_env, args.max_episode_steps)
-    agent = build_agent(test_env, device)
-    buffer = super_sac.ReplayBuffer(seed=args.seed, **frame_stack_default(test_env))
-    if prepare_buffer is not None and not args.resume:
-        prepare_buffer(buffer, test_env, agent)
-    overrides: dict[str, Any] = {
-        "name": args.name
-        or (
-            default_name(args)
-            if default_name
-            else f"{Path(args.config).stem}_{getattr(args, task_key)}"
-        ),
-        "seed": args.seed,
-        "resume": args.resume or False,
-        "run_info": {
-            "script": script,
-            "args": {k: v for k, v in vars(args).items() if k != "resume"},
-        },
-    }
-    if getattr(args, "run_dir", None) and not args.resume:
-        overrides["run_dir"] = args.run_dir
-    if args.logging is not None:
-        overrides["logging_method"] = args.logging
-    if args.max_episode_steps is not None:
-        overrides["max_episode_steps"] = args.max_episode_steps
-    if args.parallel_envs > 1 and not _bound("transitions_per_online_step"):
-        overrides["transitions_per_online_step"] = args.parallel_envs  # every env steps once
-    if loop_defaults is not None:
-        defaults = loop_defaults(args)
-        overrides.update({k: v for k, v in defaults.items() if not _bound(k)})
-    try:
+    try:  # from here on, the envs (async workers too) are closed whatever happens
+        warn_beyond_time_limit(test_env, args.max_episode_steps)
+        agent = build_agent(test_env, device)
+        buffer = super_sac.ReplayBuffer(seed=args.seed, **frame_stack_default(test_env))
+        if prepare_buffer is not None and not args.resume:
+            prepare_buffer(buffer, test_env, agent)
+        overrides: dict[str, Any] = {
+            "name": args.name
+            or (
+                default_name(args)
+                if default_name
+                else f"{Path(args.config).stem}_{getattr(args, task_key)}"
+            ),
+            "seed": args.seed,
+            "resume": args.resume or False,
+            "run_info": {
+                "script": script,
+                "args": {k: v for k, v in vars(args).items() if k != "resume"},
+            },
+        }
+        if getattr(args, "run_dir", None) and not args.resume:
+            overrides["run_dir"] = args.run_dir
+        if args.logging is not None:
+            overrides["logging_method"] = args.logging
+        if args.max_episode_steps is not None:
+            overrides["max_episode_steps"] = args.max_episode_steps
+        if args.parallel_envs > 1 and not _bound("transitions_per_online_step"):
+            overrides["transitions_per_online_step"] = args.parallel_envs  # every env steps once
+        if loop_defaults is not None:
+            defaults = loop_defaults(args)
+            overrides.update({k: v for k, v in defaults.items() if not _bound(k)})
         if getattr(args, "dry_run", False):
             with validation_only():
                 super_sac.super_sac(agent, buffer, train_env, test_env, **overrides)
