@@ -209,7 +209,7 @@ def dr3_regularizer(
     features: torch.Tensor,
     backup: Backup,
     dr3_coeff: float,
-    next_rep: torch.Tensor | None = None,
+    online_next_obs: Obs | None = None,
 ) -> tuple[torch.Tensor | None, Logs]:
     """DR3 (Kumar et al. 2021, "DR3: Value-Based Deep Reinforcement Learning Requires Explicit
     Regularization", arXiv 2112.04716, eq. 5):
@@ -222,8 +222,8 @@ def dr3_regularizer(
     regulariser is a function of the Q-network's parameters at both pairs, so the critics
     receive gradient from both -- at ``a'`` the action the TD backup used (:class:`Backup`) and
     ``s'`` encoded by the target encoder without gradient (the original super_sac's choice: the
-    encoder learns only from the ``phi(s, a)`` side), or, given ``next_rep``, by the online
-    encoder with gradient (``dr3_online_next``: the paper's regulariser of the whole network,
+    encoder learns only from the ``phi(s, a)`` side), or, given ``online_next_obs``, by the
+    online encoder with gradient (``dr3_online_next``: the paper's regulariser of the whole network,
     as Dopamine's DR3 agent computes it; one more encoder pass). Discrete critics use
     ``phi(s)`` and ``phi(s')`` (:func:`critic_features`), as the paper's DQN-style networks
     do. Over an ensemble the term is the mean of every critic's own term
@@ -237,15 +237,16 @@ def dr3_regularizer(
 
     :param features: ``(N, B, hidden)`` ``phi(s, a)`` of the batch's own rows.
     :param backup: the backup of the same batch (``s'`` features and ``a'``).
-    :param next_rep: ``s'`` encoded by the online encoder (with gradient), to use instead of
-        ``backup.next_rep``.
+    :param online_next_obs: the batch's ``s'``, to encode with the online encoder (with
+        gradient, only when ``dr3_coeff > 0``) instead of reading ``backup.next_rep``.
     :param dr3_coeff: weight of the term; 0 computes only the logged dot product (no gradient,
         an extra forward pass of the critics on ``(s', a')``).
     :return: the term (``None`` when ``dr3_coeff`` is 0) and its logs: ``critic/feature_dot``
         (the mean dot product) and, with a weight, ``critic/dr3_loss`` (weight times it).
     """
     with torch.set_grad_enabled(dr3_coeff > 0 and torch.is_grad_enabled()):
-        rep = backup.next_rep if next_rep is None else next_rep
+        online = online_next_obs is not None and dr3_coeff > 0
+        rep = agent.encoder(online_next_obs) if online else backup.next_rep
         next_features = critic_features(agent, rep, backup.next_action)
     if dr3_coeff == 0:
         features = features.detach()
@@ -353,9 +354,9 @@ def critic_update_with_features(
     q = q[:, :batch_size]
     logs: Logs = {}
     if with_dot:
-        next_rep = agent.encoder(batch.next_obs) if dr3_online_next and dr3_coeff > 0 else None
+        online_next_obs = batch.next_obs if dr3_online_next else None
         term, logs = dr3_regularizer(
-            agent, features[:, :batch_size], backups[0], dr3_coeff, next_rep
+            agent, features[:, :batch_size], backups[0], dr3_coeff, online_next_obs
         )
         if term is not None:
             loss = loss + term

@@ -214,14 +214,11 @@ class Trainer:
         ``critic_updates_per_step``, so that a warm-up of any length or several transitions a
         step do not shift it. With one critic update a step it counts as ``target_delay`` does
         (critic updates), and TD3's actor and targets move on the same step (Fujimoto et al.
-        2018: the policy and every target network every d-th critic update)."""
+        2018: the policy and every target network every d-th critic update). The phases that
+        update (offline, online) run at least one critic update a step (validation)."""
         cfg = self.cfg
-        if cfg.actor_delay == 1:
-            return True
-        if cfg.critic_updates_per_step > 0:
-            update_steps = self.learner.critic_updates // cfg.critic_updates_per_step
-            return update_steps % cfg.actor_delay == 0
-        return self.step % cfg.actor_delay == 0  # (validation admits no such updating loop)
+        update_steps = self.learner.critic_updates // cfg.critic_updates_per_step
+        return update_steps % cfg.actor_delay == 0
 
     def markov_updates(self, logs: dict[str, torch.Tensor], batch: Batch | None) -> Batch | None:
         """``markov_abstraction_updates_per_step`` Markov state abstraction updates (Allen et

@@ -210,8 +210,8 @@ def ensemble_critic_update(
     )
     dot_logs: Logs = {}
     if with_dot:
-        next_rep = agent.encoder(batch.next_obs) if dr3_online_next and dr3_coeff > 0 else None
-        term, dot_logs = dr3_regularizer(agent, features, next_step, dr3_coeff, next_rep)
+        online_next_obs = batch.next_obs if dr3_online_next else None
+        term, dot_logs = dr3_regularizer(agent, features, next_step, dr3_coeff, online_next_obs)
         if term is not None:
             loss = loss + term
     optimizer_step(optimizer, loss)
