@@ -40,8 +40,13 @@ def read_curve(run_dir: str | os.PathLike, column: str = "return_mean") -> tuple
     gradient steps instead: each row's ``phase_step`` plus the last ``phase_step`` of the phases
     before it (behavioral cloning, then offline).
     """
+    return _curve(_rows_of_run(run_dir), column)
+
+
+def _rows_of_run(run_dir: str | os.PathLike) -> list[dict[str, str]]:
+    """The evaluation rows of a run folder, or of an evaluations CSV file itself."""
     path = Path(run_dir)
-    return _curve(read_evaluations(path) if path.is_file() else _read_rows(path), column)
+    return read_evaluations(path) if path.is_file() else _read_rows(path)
 
 
 def _read_rows(run_dir: str | os.PathLike) -> list[dict[str, str]]:
@@ -528,8 +533,8 @@ def _normalised_aggregate(
     data: dict[str, Any],
     references: dict[str, tuple[float, float]],
     seed: int,
-    last: int = 3,
-    notes: list[str] | None = None,
+    last: int,
+    notes: list[str],
 ) -> list[dict[str, Any]]:
     """Per config, the scores normalised by ``references`` and pooled over its envs, with
     stratified bootstrap intervals; a config whose envs ran different numbers of seeds adds a
@@ -547,7 +552,7 @@ def _normalised_aggregate(
         if not strata["final"]:
             continue
         counts = {env: len(v) for env, v in strata["final"].items()}
-        if len(set(counts.values())) > 1 and notes is not None:
+        if len(set(counts.values())) > 1:
             notes.append(
                 f"the normalised aggregate of {stem} pools envs with different numbers of seeds "
                 f"({counts}): an env with more seeds weighs more; run the same seeds on every "
@@ -1069,7 +1074,7 @@ def plot_runs(
     rows_of = {}
     for run_dir in run_dirs:
         run = Path(run_dir)
-        rows_of[run] = read_evaluations(run) if run.is_file() else _read_rows(run)
+        rows_of[run] = _rows_of_run(run)
         if not rows_of[run]:
             raise FileNotFoundError(f"{run_dir} has no {EVAL_CSV} (or no evaluation yet)")
     online = {run: _has_online(rows) for run, rows in rows_of.items()}
