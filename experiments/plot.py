@@ -9,7 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from super_sac.sweep.report import plot_runs
+from super_sac.sweep.plots import plot_runs
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,14 +27,11 @@ import signal
 import sys
 from pathlib import Path
 
+from super_sac.sweep.archive import index_evaluations
+from super_sac.sweep.check import check_report
 from super_sac.sweep.grid import MANIFEST, Grid, check_script_args
 from super_sac.sweep.local import archived_trials, run_local
-from super_sac.sweep.report import (
-    check_report,
-    index_evaluations,
-    parse_references,
-    write_report,
-)
+from super_sac.sweep.report import parse_references, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -29,12 +29,8 @@ from super_sac.evaluation import EVAL_METRICS, evaluate_agent, save_best_metric
 from super_sac.learner import Learner
 from super_sac.main import Trainer
 from super_sac.nets.mlps import ContinuousDeterministicActor
-from super_sac.validation import (
-    ConfigError,
-    ConfigWarning,
-    _validate_update_counts,
-    validate_config,
-)
+from super_sac.validation import ConfigError, ConfigWarning, validate_config
+from super_sac.validation.settings import _validate_update_counts
 from super_sac.wrappers import SimpleGymWrapper, make_gym_env
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -76,9 +76,12 @@ def test_literal_choices_are_the_values_the_code_accepts():
 
 
 def _imports(module: str) -> set[str]:
-    tree = ast.parse((ROOT / "super_sac" / f"{module}.py").read_text())
+    """The modules that ``super_sac.<module>`` imports (over every file of a package)."""
+    path = ROOT / "super_sac" / module
+    files = sorted(path.glob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
+    assert files, f"no source for super_sac.{module}"
     names = set()
-    for node in ast.walk(tree):
+    for node in (n for f in files for n in ast.walk(ast.parse(f.read_text()))):
         if isinstance(node, ast.ImportFrom):
             names.add(node.module or "")
         elif isinstance(node, ast.Import):

@@ -707,7 +707,7 @@ def test_a_test_env_with_other_observations_is_refused_before_training():
 
 
 def test_channels_last_is_judged_by_the_smallest_last_axis():
-    from super_sac.validation import _looks_channels_last
+    from super_sac.validation.probes import _looks_channels_last
 
     assert _looks_channels_last((84, 84, 3)) and _looks_channels_last((64, 64, 9))
     assert _looks_channels_last((10, 10, 6))  # raw MinAtar space_invaders grids
@@ -716,7 +716,7 @@ def test_channels_last_is_judged_by_the_smallest_last_axis():
 
 
 def test_an_augmenter_reads_only_its_own_keys_for_the_layout_check():
-    from super_sac.validation import _validate_augmented_keys
+    from super_sac.validation.probes import _validate_augmented_keys
 
     obs = {"hwc": torch.zeros(2, 8, 8, 3), "chw": torch.zeros(2, 3, 8, 8)}
     shift = [augmentations.Drqv2Aug()]

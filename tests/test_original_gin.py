@@ -115,7 +115,8 @@ def test_original_minatar_behavioral_cloning_trains_unchanged(tmp_path):
 
 def test_critic_updates_per_step_0_is_refused_where_critic_updates_run():
     from super_sac.config import TrainConfig
-    from super_sac.validation import ConfigError, _validate_update_counts
+    from super_sac.validation import ConfigError
+    from super_sac.validation.settings import _validate_update_counts
 
     _validate_update_counts(TrainConfig(critic_updates_per_step=0, num_steps_online=0))
     with pytest.raises(ConfigError, match=r"critic_updates_per_step = 0.*num_steps_offline = 5"):

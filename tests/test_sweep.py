@@ -627,7 +627,8 @@ def test_options_the_chosen_path_would_ignore_are_refused(tmp_path):
 def test_check_names_every_number_a_report_holds_that_its_data_does_not(tmp_path):
     import json
 
-    from super_sac.sweep.report import check_report, write_report
+    from super_sac.sweep.check import check_report
+    from super_sac.sweep.report import write_report
 
     ours = _fake_sweep(tmp_path, "ours", ["sac.gin", "td3.gin"])
     table = tmp_path / "table"
@@ -715,7 +716,7 @@ _RESULTS = Path(__file__).resolve().parents[1] / "experiments" / "benchmarks" / 
 )
 def test_every_committed_report_is_what_its_evaluations_say(folder):
     """The benchmark tables quote these reports; each must follow from the data beside it."""
-    from super_sac.sweep.report import check_report
+    from super_sac.sweep.check import check_report
 
     assert check_report(_RESULTS / folder) == []
 
@@ -757,7 +758,7 @@ def test_solved_paired_counts_first_hits_and_solved_evaluations_by_seed(tmp_path
 def test_pooled_paired_pairs_within_each_folder_and_pools_by_folder(tmp_path, capsys):
     import importlib.util
 
-    from super_sac.sweep.report import paired_entry, pooled_paired_entry
+    from super_sac.sweep.stats import paired_entry, pooled_paired_entry
 
     path = _RESULTS.parent / "pooled_paired.py"
     spec = importlib.util.spec_from_file_location("pooled_paired", path)
@@ -950,7 +951,8 @@ def test_an_old_evaluations_folder_is_indexed_from_its_manifests(tmp_path):
 def test_copied_evaluations_are_never_dropped_or_lost(tmp_path):
     import shutil
 
-    from super_sac.sweep.report import archived_runs, write_report
+    from super_sac.sweep.archive import archived_runs
+    from super_sac.sweep.report import write_report
 
     table = tmp_path / "table"
     ours = _fake_sweep(tmp_path, "ours", [_config(tmp_path)], seeds="0,1")
@@ -1103,7 +1105,7 @@ def test_run_dir_is_the_exact_run_folder_and_is_never_reused(tmp_path):
 
 
 def test_curves_keep_the_online_evaluations_of_runs_with_offline_phases(tmp_path):
-    from super_sac.sweep.report import read_curve
+    from super_sac.sweep.runs import read_curve
 
     header = ",".join(EVAL_CSV_COLUMNS)
     rows = ["0,bc,100,1,0,0,0,1,0", "0,offline,200,2,0,0,0,1,0", "50,online,50,3,0,0,0,1,0"]
@@ -1676,7 +1678,7 @@ def test_offline_table_scores_the_last_evaluations_of_every_seed(tmp_path):
 def test_a_run_reads_its_evaluations_once_and_a_missing_file_has_none(tmp_path):
     """report.read_evaluations: the rows of a CSV, none for a file that is not there; a run's
     ``rows`` are read on first use and kept (a report reads each file once)."""
-    from super_sac.sweep.report import archived_runs, read_evaluations
+    from super_sac.sweep.archive import archived_runs, read_evaluations
 
     assert read_evaluations(tmp_path / "nowhere.csv") == []
     folder = tmp_path / "evaluations"
@@ -1691,7 +1693,7 @@ def test_a_run_reads_its_evaluations_once_and_a_missing_file_has_none(tmp_path):
 
 
 def test_identity_differences_name_each_setting_and_skip_unrecorded_includes():
-    from super_sac.sweep.report import identity_differences
+    from super_sac.sweep.archive import identity_differences
 
     a = {"script": "train_gym.py", "steps": 100, "include_sha256": {"base.gin": "x"}}
     b = {"script": "train_gym.py", "steps": 200, "include_sha256": None}
@@ -1700,7 +1702,7 @@ def test_identity_differences_name_each_setting_and_skip_unrecorded_includes():
 
 
 def test_identity_differences_compare_settings_digests_where_both_record_them():
-    from super_sac.sweep.report import identity_differences
+    from super_sac.sweep.archive import identity_differences
 
     new = {"config_sha256": "c1", "include_sha256": {"b.gin": "i1"}, "settings_sha256": "s"}
     # other bytes (a comment edited), same settings: the same experiment
@@ -1720,7 +1722,7 @@ def test_identity_differences_compare_settings_digests_where_both_record_them():
 def test_settings_pool_through_a_record_with_both_digests_in_any_order():
     import itertools
 
-    from super_sac.sweep.report import _check_identities
+    from super_sac.sweep.runs import _check_identities
 
     def ident(config, settings=None):
         out = {"script": "train_gym.py", "config_sha256": config, "include_sha256": {}}
@@ -1847,7 +1849,7 @@ def test_one_config_may_run_other_budgets_on_other_envs_in_one_report(tmp_path):
 def test_plot_runs_labels_its_axis_by_what_the_runs_evaluated(tmp_path, monkeypatch):
     import matplotlib.axes
 
-    from super_sac.sweep.report import plot_runs
+    from super_sac.sweep.plots import plot_runs
 
     def run(name, phases):
         folder = tmp_path / name

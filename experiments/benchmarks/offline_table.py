@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from super_sac.sweep.report import archived_runs, paired_entry
-from super_sac.sweep.stats import stratified_bootstrap_ci
+from super_sac.sweep.archive import archived_runs
+from super_sac.sweep.stats import paired_entry, stratified_bootstrap_ci
 
 # config stem -> row label, in table order
 LABELS = {

@@ -26,14 +26,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from super_sac.sweep.report import (
-    SCORES,
-    collect,
-    paired_cell,
-    paired_differences,
-    paired_entry,
-    pooled_paired_entry,
-)
+from super_sac.sweep.report import paired_cell, paired_differences
+from super_sac.sweep.runs import collect
+from super_sac.sweep.stats import SCORES, paired_entry, pooled_paired_entry
 
 Differences = dict[str, dict[int, float]]  # score -> seed -> NEW - BASE
 

@@ -33,7 +33,9 @@ from typing import Any
 import bench_utils
 import numpy as np
 
+from super_sac.sweep import plots as sweep_plots
 from super_sac.sweep import report as sweep_report
+from super_sac.sweep import runs as sweep_runs
 from super_sac.sweep.grid import FINISHED, Grid, read_manifest
 from super_sac.sweep.stats import stratified_bootstrap_ci
 
@@ -71,7 +73,7 @@ def run_rows(sweep: Path, tags: list[str], last: int) -> list[dict[str, Any]]:
     for trial in grid.trials(sweep):
         if trial.state() != FINISHED:  # a running or interrupted trial's curve is partial
             continue
-        steps, returns = sweep_report.read_curve(trial.folder)
+        steps, returns = sweep_runs.read_curve(trial.folder)
         if steps.size == 0:
             continue
         peak = int(np.argmax(returns))
@@ -199,7 +201,7 @@ def plot(rows: list[dict[str, Any]], tags: list[str], path: Path, xlabel: str) -
                     runs.append((np.array(t["steps"]), np.array(t["values"])))
             if not runs:
                 continue
-            steps, mean, low, high = sweep_report._mean_band(runs, seed=0)
+            steps, mean, low, high = sweep_plots._mean_band(runs, seed=0)
             (line,) = ax.plot(steps, mean, label=f"{config} ({len(runs)} seeds)")
             ax.fill_between(steps, low, high, alpha=0.25, color=line.get_color())
         ax.set_title(title)
@@ -236,7 +238,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     text = markdown(rows, summary, args.tags, references, args.last) + "\n" + sweep_md
     (out / "report.md").write_text(text)
     shutil.copy(sweep / "manifest.json", out / "manifest.json")
-    offline = sweep_report.is_offline_only([Path(r["folder"]) for r in rows])
+    offline = sweep_runs.is_offline_only([Path(r["folder"]) for r in rows])
     plot(rows, args.tags, out / "curves.png", "gradient steps" if offline else "env steps")
     write_series(rows, out)
     result = {"rows": rows, "summary": summary, "references": args.reference}

@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from super_sac.sweep.report import archived_runs, first_reach, read_curve, run_scores
-from super_sac.sweep.stats import stratified_bootstrap_ci
+from super_sac.sweep.archive import archived_runs
+from super_sac.sweep.runs import read_curve
+from super_sac.sweep.stats import first_reach, run_scores, stratified_bootstrap_ci
 
 RunFiles = dict[tuple[str, str, int], Path]
 

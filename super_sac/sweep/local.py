@@ -370,14 +370,14 @@ def archived_trials(
     grid: Grid, script: str | os.PathLike | None, archives: list[str | os.PathLike]
 ) -> set[tuple[str, str, int]]:
     """The trials of ``grid`` that the report folders ``archives`` already hold (their copied
-    evaluations, see :func:`super_sac.sweep.report.archived_runs`), for ``done_elsewhere``.
+    evaluations, see :func:`super_sac.sweep.archive.archived_runs`), for ``done_elsewhere``.
 
     :raises ValueError: when an archived run of one of the grid's configs ran with other
-        settings (:func:`super_sac.sweep.report.experiment_identity`), or carries none (an
+        settings (:func:`super_sac.sweep.archive.experiment_identity`), or carries none (an
         archive copied before they were recorded: index it with ``sweep.py index``).
     """
+    from super_sac.sweep.archive import archived_runs, experiment_identity, identity_differences
     from super_sac.sweep.grid import config_digests, included_digests, settings_digests
-    from super_sac.sweep.report import archived_runs, experiment_identity, identity_differences
 
     manifest = {
         "grid": grid.to_json(),

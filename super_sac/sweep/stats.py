@@ -100,3 +100,59 @@ def area_under_curve(steps: Sequence[float], values: Sequence[float]) -> float:
     if s.size == 1 or span == 0:
         return float(v.mean())
     return float(np.sum(np.diff(s) * (v[1:] + v[:-1]) / 2) / span)
+
+
+SCORES = ("final", "last", "auc")
+
+
+def run_scores(steps: np.ndarray, values: np.ndarray, last: int) -> dict[str, float]:
+    """One run's scores: its final evaluation, the mean of its last ``last`` evaluations and
+    the area under its curve (:func:`area_under_curve`)."""
+    return {
+        "final": float(values[-1]),
+        "last": float(np.mean(values[-last:])),
+        "auc": area_under_curve(steps, values),
+    }
+
+
+def paired_entry(diffs: dict[int, float], seed: int = 0) -> dict[str, Any]:
+    """Seed-matched differences ``{seed: difference}``: their mean with a 95% bootstrap interval
+    over the seeds (``seed`` seeds the resampling), and how many seeds are above and below zero.
+
+    :return: ``n``, ``per_seed`` (keys as strings, for JSON), ``mean`` (``value``, ``ci_low``,
+        ``ci_high``), ``higher`` and ``lower`` (the counts).
+    """
+    pooled = pooled_paired_entry([diffs], seed)
+    per_seed = {str(k): v for k, v in diffs.items()}
+    return {
+        "n": pooled["n"],
+        "per_seed": per_seed,
+        "mean": pooled["mean"],
+        "higher": pooled["higher"],
+        "lower": pooled["lower"],
+    }
+
+
+def pooled_paired_entry(strata: list[dict[int, float]], seed: int = 0) -> dict[str, Any]:
+    """Seed-matched differences from several groups of runs (e.g. the same pair of configs on
+    several machines), pooled: the mean over every difference with a stratified 95% bootstrap
+    interval (each group's seeds resampled within it, :func:`stratified_bootstrap_ci`), and how
+    many are above and below zero. One group gives :func:`paired_entry`'s numbers.
+
+    :return: ``n``, ``mean`` (``value``, ``ci_low``, ``ci_high``), ``higher``, ``lower``.
+    """
+    values = [list(d.values()) for d in strata]
+    point, low, high = stratified_bootstrap_ci(values, np.mean, seed=seed)
+    flat = [v for group in values for v in group]
+    return {
+        "n": len(flat),
+        "mean": {"value": point, "ci_low": low, "ci_high": high},
+        "higher": sum(v > 0 for v in flat),
+        "lower": sum(v < 0 for v in flat),
+    }
+
+
+def first_reach(steps: np.ndarray, values: np.ndarray, threshold: float) -> float | None:
+    """The steps of the first evaluation at or above ``threshold`` (``None``: never)."""
+    hits = np.flatnonzero(values >= threshold)
+    return float(steps[hits[0]]) if hits.size else None
