@@ -1874,3 +1874,20 @@ def test_plot_runs_labels_its_axis_by_what_the_runs_evaluated(tmp_path, monkeypa
     assert (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
     with pytest.raises(ValueError, match="offline only .*plot them separately"):
         plot_runs([online, offline], tmp_path / "c.png")
+
+
+def test_the_report_module_still_serves_the_names_it_had_before_the_split():
+    """``sweep.report`` was split into runs, archive, plots, check and stats; notebooks and
+    scripts that imported from it keep working (check_report through a module __getattr__)."""
+    import super_sac.sweep.report as report
+    from super_sac.sweep import archive, check, plots, runs, stats
+
+    assert report.check_report is check.check_report
+    assert report.read_evaluations is archive.read_evaluations
+    assert report.identity_differences is archive.identity_differences
+    assert report.is_offline_only is runs.is_offline_only
+    assert report.read_curve is runs.read_curve
+    assert report.pooled_paired_entry is stats.pooled_paired_entry
+    assert report.plot_runs is plots.plot_runs
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        report.no_such_name  # noqa: B018

@@ -20,16 +20,19 @@ from super_sac.sweep.archive import (
     _Run,
     archived_runs,
     experiment_identity,
+    identity_differences,
     index_evaluations,
+    read_evaluations,
     recover_evaluations,
 )
 from super_sac.sweep.plots import plot_curves, plot_runs
-from super_sac.sweep.runs import _as_list, _gather, collect, read_curve
+from super_sac.sweep.runs import METRICS, _as_list, _gather, collect, is_offline_only, read_curve
 from super_sac.sweep.stats import (
     SCORES,
     first_reach,
     iqm,
     paired_entry,
+    pooled_paired_entry,
     run_scores,
     stratified_bootstrap_ci,
 )
@@ -511,17 +514,36 @@ def write_report(
     return files
 
 
-__all__ = [
+__all__ = [  # with the names that lived here before the module was split, for old imports
+    "METRICS",
     "archived_runs",
-    "experiment_identity",
-    "index_evaluations",
-    "recover_evaluations",
     "build_report",
+    "collect",
     "copy_evaluations",
+    "experiment_identity",
+    "first_reach",
+    "identity_differences",
+    "index_evaluations",
+    "is_offline_only",
     "markdown_table",
     "paired_differences",
+    "paired_entry",
     "plot_curves",
     "plot_runs",
+    "pooled_paired_entry",
     "read_curve",
+    "read_evaluations",
+    "recover_evaluations",
+    "run_scores",
     "write_report",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``check_report`` moved to :mod:`super_sac.sweep.check` (which imports this module, so it
+    cannot be imported here at load time); old imports of it from here still work."""
+    if name == "check_report":
+        from super_sac.sweep.check import check_report
+
+        return check_report
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
