@@ -56,8 +56,9 @@ def test_d3rlpy_sweep_runs_through_the_runner_and_reports_offline_curves(dataset
         str(script),
         ["--dataset", str(dataset)],
     )
-    results = run_local(grid, tmp_path / "s", script=script, out=io.StringIO(), order="seed")
-    assert [r.status for r in results] == ["finished", "finished"]
+    out = io.StringIO()
+    results = run_local(grid, tmp_path / "s", script=script, out=out, order="seed", workers=2)
+    assert [r.status for r in results] == ["finished", "finished"], out.getvalue()
     for t in grid.trials(tmp_path / "s"):
         assert t.state() == FINISHED
         lines = (t.folder / "evaluations.csv").read_text().splitlines()

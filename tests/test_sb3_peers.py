@@ -41,10 +41,10 @@ def test_an_sb3_sweep_runs_through_the_runner_and_reports_beside_ours(tmp_path):
     )
     import io
 
-    results = run_local(
-        grid, tmp_path / "sb3", script=BENCHMARKS / "sb3_trial.py", out=io.StringIO()
-    )
-    assert [r.status for r in results] == ["finished", "finished"]
+    out = io.StringIO()
+    script = BENCHMARKS / "sb3_trial.py"
+    results = run_local(grid, tmp_path / "sb3", script=script, out=out, workers=2)
+    assert [r.status for r in results] == ["finished", "finished"], out.getvalue()
     for t in grid.trials(tmp_path / "sb3"):
         assert t.state() == FINISHED
         rows = (t.folder / "evaluations.csv").read_text().splitlines()
