@@ -434,12 +434,26 @@ def _fake_sweep(tmp_path, name, configs, seeds="0-2"):
 
 
 def test_representation_losses_reports_finished_trials_only(tmp_path, monkeypatch):
-    import importlib.util
 
     from super_sac.sweep.grid import SUMMARY
 
     sweep = _fake_sweep(tmp_path, "dr3", ["awac.gin"], seeds="0-1")
     (sweep / "awac" / "Pendulum-v1" / "seed_1" / SUMMARY).unlink()  # still running: a partial curve
+    script = _representation_script(monkeypatch)
+    rows = script.run_rows(sweep, [], last=2)
+    assert [(r["config"], r["seed"]) for r in rows] == [("awac", 0)]
+    assert rows[0]["final"] == pytest.approx(30.0)  # FAKE_SCRIPT's curve: 10, 20, 30 x (seed + 1)
+    # the report it writes records its settings and checks against the files beside it
+    monkeypatch.setattr(script.bench_utils, "RESULTS_DIR", tmp_path / "results")
+    result = script.main(["--sweep", str(sweep), "--name", "r", "--last", "2"])
+    assert result["last"] == 2 and result["tags"] == []
+    assert script.check_folder(tmp_path / "results" / "r") == []
+    assert result["rows"][0]["last_mean"] == pytest.approx(25.0)  # (20 + 30) / 2
+
+
+def _representation_script(monkeypatch):
+    import importlib.util
+
     benchmarks = _RESULTS.parent
     monkeypatch.syspath_prepend(str(benchmarks))
     spec = importlib.util.spec_from_file_location(
@@ -447,9 +461,63 @@ def test_representation_losses_reports_finished_trials_only(tmp_path, monkeypatc
     )
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    rows = script.run_rows(sweep, [], last=2)
-    assert [(r["config"], r["seed"]) for r in rows] == [("awac", 0)]
-    assert rows[0]["final"] == pytest.approx(30.0)  # FAKE_SCRIPT's curve: 10, 20, 30 x (seed + 1)
+    return script
+
+
+def test_every_committed_representation_report_is_what_its_csv_files_say(monkeypatch, capsys):
+    """The DR3 and Markov tables quote these reports (representation_losses.py's own form,
+    without an evaluations/ folder): each must follow from the series committed beside it."""
+    script = _representation_script(monkeypatch)
+    reports = sorted(
+        p.parent.name
+        for p in _RESULTS.glob("*/report.json")
+        if any(p.parent.glob("evaluations_*.csv"))
+    )
+    assert len(reports) >= 5
+    for name in reports:
+        assert script.check_folder(_RESULTS / name) == [], name
+    with pytest.raises(SystemExit) as stop:
+        script.main(["--check", *(str(_RESULTS / n) for n in reports)])
+    assert stop.value.code == 0 and capsys.readouterr().out.count(": holds") == len(reports)
+
+
+def test_a_representation_report_check_names_each_number_its_files_do_not_hold(
+    tmp_path, monkeypatch
+):
+    import shutil
+
+    script = _representation_script(monkeypatch)
+    folder = tmp_path / "dr3"
+    shutil.copytree(_RESULTS / "dr3_minatar_breakout", folder)
+    # one value of a tag series: the row's series, its end mean and the summary all move
+    series = folder / "critic_feature_dot_basic_offline_dr3_seed0.csv"
+    lines = series.read_text().splitlines()
+    step, value = lines[-1].split(",")
+    lines[-1] = f"{step},{float(value) + 1.0}"
+    series.write_text("\n".join(lines) + "\n")
+    differences = script.check_folder(folder)
+    last = len(lines) - 2
+    assert any(
+        d.startswith(f"rows[basic_offline_dr3 seed 0].tags.critic/feature_dot.values[{last}]: ")
+        for d in differences
+    ), differences
+    assert any(d.startswith("rows[basic_offline_dr3 seed 0].tags.critic/feature_dot.end: ")
+               for d in differences)  # fmt: skip
+    assert any(d.startswith("summary[1].critic/feature_dot:end.mean: ") for d in differences)
+    assert differences[-1] == "report.md does not start with the rendering of report.json"
+    # a run's evaluations gone: named, and nothing rebuilt from a partial set of runs
+    (folder / "evaluations_basic_offline_seed1.csv").unlink()
+    differences = script.check_folder(folder)
+    assert (
+        "evaluations_basic_offline_seed1.csv: missing (the rows of basic_offline seed 1 need it)"
+        in differences
+    )
+    assert not any(d.startswith("summary") for d in differences)
+    with pytest.raises(SystemExit) as stop:
+        script.main(["--check", str(folder)])
+    assert stop.value.code == 1
+    with pytest.raises(SystemExit):
+        script.parse_args(["--check", str(folder), "--sweep", "x"])  # the two modes do not mix
 
 
 def test_a_report_of_two_sweeps_puts_their_configs_side_by_side(tmp_path):

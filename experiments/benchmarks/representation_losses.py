@@ -18,7 +18,11 @@ critic's Q, the Markov losses) read from each run's tensorboard events.
 
 The results go to ``results/<name>/``: ``report.{md,json}``, ``curves.png`` (returns and every
 tag, mean over seeds with a 95% bootstrap band) and each run's ``evaluations`` and tag series
-as CSV files, so the figures can be redrawn without the sweep folder.
+as CSV files, so the figures can be redrawn without the sweep folder, and the numbers checked
+against them without it:
+
+    python experiments/benchmarks/representation_losses.py --check \
+        experiments/benchmarks/results/dr3_halfcheetah_medium_5seeds
 """
 
 from __future__ import annotations
@@ -42,12 +46,24 @@ from super_sac.sweep.stats import stratified_bootstrap_ci
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--sweep", required=True, help="the sweep folder (<root>/<name>)")
-    p.add_argument("--name", required=True, help="folder of the results under results/")
+    p.add_argument("--sweep", help="the sweep folder (<root>/<name>)")
+    p.add_argument("--name", help="folder of the results under results/")
+    p.add_argument(
+        "--check",
+        nargs="+",
+        metavar="FOLDER",
+        help="instead of a report: rebuild each committed report's numbers from the CSV files "
+        "beside it and name every one that differs (exit 1 if any does)",
+    )
     p.add_argument("--tags", nargs="*", default=[], help="tensorboard scalars to report")
     p.add_argument("--last", type=int, default=3, help="evaluations averaged as 'last'")
     p.add_argument("--reference", nargs="*", default=[], help="ENV=LOW:HIGH normalisation")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.check is None and not (args.sweep and args.name):
+        p.error("give --sweep and --name for a report, or --check FOLDER... to check reports")
+    if args.check is not None and (args.sweep or args.name or args.tags):
+        p.error("--check reads everything from the report folders: drop --sweep, --name, --tags")
+    return args
 
 
 def read_tag(run_dir: Path, tag: str) -> tuple[np.ndarray, np.ndarray]:
@@ -76,33 +92,52 @@ def run_rows(sweep: Path, tags: list[str], last: int) -> list[dict[str, Any]]:
         steps, returns = sweep_runs.read_curve(trial.folder)
         if steps.size == 0:
             continue
-        peak = int(np.argmax(returns))
-        row: dict[str, Any] = {
-            "config": Path(trial.config).stem,
-            "env": trial.env,
-            "seed": trial.seed,
-            "folder": str(trial.folder),
-            "steps": steps.tolist(),
-            "returns": returns.tolist(),
-            "final": float(returns[-1]),
-            "last_mean": float(returns[-last:].mean()),
-            "peak": float(returns[peak]),
-            "peak_step": float(steps[peak]),
-            "tags": {},
-        }
-        for tag in tags:
-            t_steps, values = read_tag(trial.folder, tag)
-            if values.size == 0:
-                continue
-            k = max(1, values.size // 10)
-            row["tags"][tag] = {
-                "steps": t_steps.tolist(),
-                "values": values.tolist(),
-                "start": float(values[:k].mean()),
-                "end": float(values[-k:].mean()),
-            }
-        rows.append(row)
+        series = {tag: read_tag(trial.folder, tag) for tag in tags}
+        rows.append(
+            make_row(Path(trial.config).stem, trial.env, trial.seed, trial.folder, steps, returns,
+                     series, last)
+        )  # fmt: skip
     return rows
+
+
+def make_row(
+    config: str,
+    env: str,
+    seed: int,
+    folder: str | Path,
+    steps: np.ndarray,
+    returns: np.ndarray,
+    series: dict[str, tuple[np.ndarray, np.ndarray]],
+    last: int,
+) -> dict[str, Any]:
+    """One run's row: its return curve with the final, last-``last`` mean and peak, and per
+    tag of ``series`` (``{tag: (steps, values)}``, empty series left out) the whole series
+    with the mean of its first and of its last 10%."""
+    peak = int(np.argmax(returns))
+    row: dict[str, Any] = {
+        "config": config,
+        "env": env,
+        "seed": seed,
+        "folder": str(folder),
+        "steps": steps.tolist(),
+        "returns": returns.tolist(),
+        "final": float(returns[-1]),
+        "last_mean": float(returns[-last:].mean()),
+        "peak": float(returns[peak]),
+        "peak_step": float(steps[peak]),
+        "tags": {},
+    }
+    for tag, (t_steps, values) in series.items():
+        if values.size == 0:
+            continue
+        k = max(1, values.size // 10)
+        row["tags"][tag] = {
+            "steps": t_steps.tolist(),
+            "values": values.tolist(),
+            "start": float(values[:k].mean()),
+            "end": float(values[-k:].mean()),
+        }
+    return row
 
 
 def summary_by_config(rows: list[dict[str, Any]], tags: list[str]) -> list[dict[str, Any]]:
@@ -212,20 +247,106 @@ def plot(rows: list[dict[str, Any]], tags: list[str], path: Path, xlabel: str) -
     plt.close(fig)
 
 
+def evaluations_file(config: str, seed: int) -> str:
+    """The name of a run's copied ``evaluations.csv`` in a results folder."""
+    return f"evaluations_{config}_seed{seed}.csv"
+
+
+def series_file(tag: str, config: str, seed: int) -> str:
+    """The name of a run's tag series in a results folder (``/`` in the tag as ``_``)."""
+    return f"{tag.replace('/', '_')}_{config}_seed{seed}.csv"
+
+
 def write_series(rows: list[dict[str, Any]], out: Path) -> None:
     for r in rows:
-        stem = f"{r['config']}_seed{r['seed']}"
-        shutil.copy(Path(r["folder"]) / "evaluations.csv", out / f"evaluations_{stem}.csv")
+        config, seed = r["config"], r["seed"]
+        shutil.copy(Path(r["folder"]) / "evaluations.csv", out / evaluations_file(config, seed))
         for tag, t in r["tags"].items():
-            name = tag.replace("/", "_")
-            with open(out / f"{name}_{stem}.csv", "w", newline="") as f:
+            with open(out / series_file(tag, config, seed), "w", newline="") as f:
                 writer = csv.writer(f)
                 writer.writerow(["step", tag])
                 writer.writerows(zip(t["steps"], t["values"]))
 
 
+def read_series(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """``(steps, values)`` of a tag series written by :func:`write_series`."""
+    with open(path, newline="") as f:
+        pairs = [(float(step), float(value)) for step, value in list(csv.reader(f))[1:]]
+    steps, values = zip(*pairs) if pairs else ((), ())
+    return np.array(steps), np.array(values)
+
+
+def _tags_of_rows(rows: list[dict[str, Any]]) -> list[str]:
+    """The tags of a report that did not record them, in the command's order: that of the row
+    with the most tags (each row keeps the command's order of the tags it logged), then any
+    other row's."""
+    ordered = max((list(r["tags"]) for r in rows), key=len, default=[])
+    return list(dict.fromkeys([*ordered, *(t for r in rows for t in r["tags"])]))
+
+
+def check_folder(folder: Path) -> list[str]:
+    """Rebuild a committed report's rows, summary and per-seed tables from the CSV files
+    beside it (each run's evaluations and tag series) and name every number that differs from
+    ``report.json`` (floats to 1e-9), and a ``report.md`` that does not start with the
+    rendering of ``report.json``. Not checked: the sweep report appended to ``report.md`` (its
+    runs' folders are not committed here) and ``curves.png``'s pixels.
+
+    :return: the differences (empty: the report holds).
+    """
+    from super_sac.sweep.check import json_differences
+
+    committed = json.loads((folder / "report.json").read_text())
+    last = committed.get("last", 3)  # reports written before it was recorded used the default
+    # the tags: recorded since the forty-fourth session, before that the rows' own
+    tags = committed.get("tags") or _tags_of_rows(committed["rows"])
+    out: list[str] = []
+    rows = []
+    for r in committed["rows"]:
+        config, seed = r["config"], r["seed"]
+        path = folder / evaluations_file(config, seed)
+        if not path.is_file():
+            out.append(f"{path.name}: missing (the rows of {config} seed {seed} need it)")
+            continue
+        steps, returns = sweep_runs.read_curve(path)
+        series = {}
+        for tag in tags:
+            tag_path = folder / series_file(tag, config, seed)
+            series[tag] = read_series(tag_path) if tag_path.is_file() else (np.zeros(0),) * 2
+        rows.append(make_row(config, r["env"], seed, r["folder"], steps, returns, series, last))
+    by_run = {(c["config"], c["seed"]): c for c in committed["rows"]}
+    for r in rows:
+        where = f"rows[{r['config']} seed {r['seed']}]"
+        out += json_differences(by_run[r["config"], r["seed"]], r, where)
+    if len(rows) == len(committed["rows"]):
+        summary = summary_by_config(rows, tags)
+        out += json_differences(committed["summary"], summary, "summary")
+        references = sweep_report.parse_references(committed.get("references", []))
+        text = markdown(rows, summary, tags, references, last)
+        if not (folder / "report.md").read_text().startswith(text):
+            out.append("report.md does not start with the rendering of report.json")
+    return out
+
+
+def check_main(folders: list[str]) -> int:
+    """``--check``: print each folder's verdict and its differences; 1 if any differs."""
+    failed = 0
+    for folder in map(Path, folders):
+        if not (folder / "report.json").is_file():
+            print(f"{folder}: no report.json (pass a folder this script wrote)")
+            failed += 1
+            continue
+        differences = check_folder(folder)
+        print(f"{folder}: {'DIFFERS' if differences else 'holds'}")
+        for line in differences:
+            print(f"  {line}")
+        failed += bool(differences)
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
+    if args.check is not None:
+        raise SystemExit(check_main(args.check))
     sweep = Path(args.sweep)
     references = sweep_report.parse_references(args.reference)
     rows = run_rows(sweep, args.tags, args.last)
@@ -241,7 +362,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     offline = sweep_runs.is_offline_only([Path(r["folder"]) for r in rows])
     plot(rows, args.tags, out / "curves.png", "gradient steps" if offline else "env steps")
     write_series(rows, out)
-    result = {"rows": rows, "summary": summary, "references": args.reference}
+    result = {
+        "rows": rows,
+        "summary": summary,
+        "references": args.reference,
+        "last": args.last,
+        "tags": args.tags,
+    }
     (out / "report.json").write_text(json.dumps(result, indent=1))
     print(text)
     return result

@@ -52,6 +52,15 @@ def _differences(committed: Any, rebuilt: Any, where: str, out: list[str], stric
         out.append(f"{where}: {committed!r} committed, {rebuilt!r} rebuilt")
 
 
+def json_differences(committed: Any, rebuilt: Any, where: str = "") -> list[str]:
+    """Every place where two JSON values differ (floats to 1e-9), named by its path from
+    ``where``, keys on one side only included: the comparison of :func:`check_report`, for
+    other scripts' reports."""
+    out: list[str] = []
+    _differences(committed, rebuilt, where, out, strict=True)
+    return out
+
+
 def _entry_name(entry: dict[str, Any]) -> str:
     """A row's, aggregate's or paired entry's name in the check's messages."""
     return f"{entry['config']} on {entry['env']}" if "env" in entry else entry["config"]
