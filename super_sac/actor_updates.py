@@ -47,6 +47,26 @@ def action_invariance(
     return lu.action_invariance_loss(aug_log_prob, clean_log_prob)
 
 
+def plus_action_invariance(
+    loss: torch.Tensor,
+    agent: Agent,
+    batch: Batch,
+    rep: torch.Tensor,
+    actor_lambda: float,
+    logs: Logs,
+) -> torch.Tensor:
+    """``loss + actor_lambda * action_invariance`` on the batch's augmented views
+    (:func:`action_invariance`, logged in ``logs`` as ``actor/action_invariance``) when
+    ``actor_lambda > 0`` and an augmenter set ``batch.views``; ``loss`` otherwise. ``rep``: the
+    features of ``batch.obs``, reused when those are the augmented views."""
+    if actor_lambda <= 0 or batch.views is None:
+        return loss
+    own_rep = rep if batch.obs is batch.views.aug_obs else None
+    invariance = action_invariance(agent, batch.views, own_rep)
+    logs["actor/action_invariance"] = invariance.detach()
+    return loss + actor_lambda * invariance
+
+
 def online_actor_update(
     agent: Agent,
     batch: Batch,
@@ -118,11 +138,7 @@ def online_actor_update(
         action = lu.noisy_actor_action(agent.actor(rep), actor_noise_std, actor_noise_clip)
         q = lu.reduce_critics(agent.critic(rep, action, detach_params=True), actor_q_reduction)
         loss = lu.deterministic_actor_loss(q, weights)
-    if actor_lambda > 0 and batch.views is not None:
-        own_rep = rep if batch.obs is batch.views.aug_obs else None
-        invariance = action_invariance(agent, batch.views, own_rep)
-        loss = loss + actor_lambda * invariance
-        logs["actor/action_invariance"] = invariance.detach()
+    loss = plus_action_invariance(loss, agent, batch, rep, actor_lambda, logs)
     optimizer_step(optimizer, loss)
     logs["actor/loss"] = loss.detach()
     logs["actor/q"] = q.detach().mean()
@@ -243,11 +259,7 @@ def offline_actor_update(
         log_prob = -squared_error
         logs["actor/bc_mse"] = squared_error.detach().mean()
     loss = lu.afbc_actor_loss(log_prob, loss_weights)
-    if actor_lambda > 0 and batch.views is not None:
-        own_rep = rep if batch.obs is batch.views.aug_obs else None
-        invariance = action_invariance(agent, batch.views, own_rep)
-        loss = loss + actor_lambda * invariance
-        logs["actor/action_invariance"] = invariance.detach()
+    loss = plus_action_invariance(loss, agent, batch, rep, actor_lambda, logs)
     optimizer_step(optimizer, loss)
     return {
         "actor/afbc_loss": loss.detach(),
