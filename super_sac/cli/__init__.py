@@ -44,6 +44,13 @@ from super_sac.cli.factories import (
     train_and_test_envs,
     unknown_env_message,
 )
+from super_sac.cli.options import (
+    gin_syntax_message,
+    given_options,
+    loop_setting,
+    parse_gin_args,
+    resumed_args,
+)
 from super_sac.cli.parsers import (
     add_common_args,
     add_dataset_args,
@@ -74,11 +81,6 @@ from super_sac.cli.runner import (
     default_pixel_augmenter,
     dmc_loop_defaults,
     fail,
-    gin_syntax_message,
-    given_options,
-    loop_setting,
-    parse_gin_args,
-    resumed_args,
     run,
     train_atari,
     train_dmc,

@@ -27,15 +27,15 @@ from super_sac.cli.factories import (
     make_env,
     minatar_agent,
 )
+from super_sac.cli.options import (
+    parse_gin_args,
+    warn_beyond_time_limit,
+)
 from super_sac.cli.parsers import (
     DMC_ENV_OPTIONS,
     PIXEL_ONLY_OPTIONS,
     add_dmc_args,
     check_dmc_args,
-)
-from super_sac.cli.runner import (
-    parse_gin_args,
-    warn_beyond_time_limit,
 )
 from super_sac.envs.dmc import resolve_camera
 from super_sac.wrappers import make_minatar_env
