@@ -59,7 +59,7 @@ def plus_action_invariance(
     (:func:`action_invariance`, logged in ``logs`` as ``actor/action_invariance``) when
     ``actor_lambda > 0`` and an augmenter set ``batch.views``; ``loss`` otherwise. ``rep``: the
     features of ``batch.obs``, reused when those are the augmented views."""
-    if actor_lambda <= 0 or batch.views is None:
+    if not actor_lambda > 0 or batch.views is None:
         return loss
     own_rep = rep if batch.obs is batch.views.aug_obs else None
     invariance = action_invariance(agent, batch.views, own_rep)
@@ -110,8 +110,8 @@ def online_actor_update(
         instead of ``mu(s)``.
     :param actor_noise_clip: ``c`` of that noise; ``None``: unclipped.
     :param rep: the encoder's features of ``batch.obs`` when the caller has them (the critic
-        update's, :func:`critic_update_with_features`: DrQ-v2 feeds the actor the features
-        computed before the critic step); ``None``: encoded here.
+        update's, :func:`~super_sac.learning.critic_update_with_features`: DrQ-v2 feeds the
+        actor the features computed before the critic step); ``None``: encoded here.
     :return: ``actor/loss`` (with the invariance term), ``actor/q``, for stochastic actors
         ``actor/log_prob`` (the batch mean of ``log pi`` -- for discrete actors the exact
         ``sum_a pi log pi`` --, self-normalised by the weights, which :func:`alpha_update`

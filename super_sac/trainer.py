@@ -40,8 +40,9 @@ from super_sac.utils import (
 class Trainer:
     """One training run: builds the collector and the learner, and runs the phases.
 
-    Build it with :func:`super_sac` (which validates the settings first). The collector seeds
-    every episode from the run's seed, so a resumed run rebuilds each env's state exactly.
+    Build it with :func:`~super_sac.main.super_sac` (which validates the settings first). The
+    collector seeds every episode from the run's seed, so a resumed run rebuilds each env's
+    state exactly.
     """
 
     def __init__(

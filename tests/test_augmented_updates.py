@@ -381,6 +381,7 @@ def _validate(agent=None, **settings):
          r"aug_target_samples = 2, aug_critic_samples = 2: .*no augmenter"),
         ({"augmenter": FakeShift(), "encoder_lambda": -1.0}, r"encoder_lambda = -1.0: .*>= 0"),
         ({"augmenter": FakeShift(), "actor_lambda": -0.5}, r"actor_lambda = -0.5: .*>= 0"),
+        ({"augmenter": FakeShift(), "actor_lambda": float("nan")}, r"actor_lambda = nan: .*>= 0"),
         ({"augmenter": FakeShift(), "aug_critic_samples": 0}, r"aug_critic_samples = 0: .*>= 1"),
         ({"augmenter": "DrqAug"}, r"augmenter = 'DrqAug': .*callable.*parentheses"),
     ],

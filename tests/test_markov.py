@@ -273,6 +273,7 @@ def test_weights_without_updates_are_refused_with_the_fix():
     [
         ({"contrastive_markov_coeff": -1.0}, r"contrastive_markov_coeff = -1.0: must be >= 0"),
         ({"smoothness_markov_max_dist": -0.1}, r"smoothness_markov_max_dist = -0.1: must be >= 0"),
+        ({"smoothness_markov_max_dist": float("nan")}, r"smoothness_markov_max_dist = nan: must"),
         (
             {"markov_abstraction_updates_per_step": -1},
             r"markov_abstraction_updates_per_step = -1: must be >= 0",

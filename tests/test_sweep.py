@@ -505,6 +505,22 @@ def test_a_representation_report_check_names_each_number_its_files_do_not_hold(
                for d in differences)  # fmt: skip
     assert any(d.startswith("summary[1].critic/feature_dot:end.mean: ") for d in differences)
     assert differences[-1] == "report.md does not start with the rendering of report.json"
+    # a run the report left out, and a run's evaluations without rows: named
+    extra = folder / "evaluations_basic_offline_seed7.csv"
+    extra.write_text((folder / "evaluations_basic_offline_seed0.csv").read_text())
+    header_only = folder / "evaluations_basic_offline_dr3_seed2.csv"
+    header = header_only.read_text().splitlines()[0]
+    header_only.write_text(header + "\n")
+    differences = script.check_folder(folder)
+    assert (
+        "evaluations_basic_offline_seed7.csv: in the folder, not in report.json (a run or tag "
+        "the report left out)" in differences
+    )
+    assert (
+        "evaluations_basic_offline_dr3_seed2.csv: no evaluations (the rows of basic_offline_dr3 "
+        "seed 2 need them)" in differences
+    )
+    extra.unlink()
     # a run's evaluations gone: named, and nothing rebuilt from a partial set of runs
     (folder / "evaluations_basic_offline_seed1.csv").unlink()
     differences = script.check_folder(folder)
@@ -513,11 +529,14 @@ def test_a_representation_report_check_names_each_number_its_files_do_not_hold(
         in differences
     )
     assert not any(d.startswith("summary") for d in differences)
+    assert not any("not in report.json" in d for d in differences)  # its tag series are its own
     with pytest.raises(SystemExit) as stop:
         script.main(["--check", str(folder)])
     assert stop.value.code == 1
     with pytest.raises(SystemExit):
         script.parse_args(["--check", str(folder), "--sweep", "x"])  # the two modes do not mix
+    with pytest.raises(SystemExit):
+        script.parse_args(["--check", str(folder), "--last", "5"])  # the report's own is used
 
 
 def test_a_report_of_two_sweeps_puts_their_configs_side_by_side(tmp_path):

@@ -61,8 +61,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.check is None and not (args.sweep and args.name):
         p.error("give --sweep and --name for a report, or --check FOLDER... to check reports")
-    if args.check is not None and (args.sweep or args.name or args.tags):
-        p.error("--check reads everything from the report folders: drop --sweep, --name, --tags")
+    if args.check is not None and (
+        args.sweep or args.name or args.tags or args.reference or args.last != 3
+    ):
+        p.error(
+            "--check reads everything from the report folders (their recorded tags, last-k and "
+            "references): drop --sweep, --name, --tags, --last, --reference"
+        )
     return args
 
 
@@ -301,18 +306,28 @@ def check_folder(folder: Path) -> list[str]:
     tags = committed.get("tags") or _tags_of_rows(committed["rows"])
     out: list[str] = []
     rows = []
+    used: set[str] = set()
     for r in committed["rows"]:
         config, seed = r["config"], r["seed"]
         path = folder / evaluations_file(config, seed)
+        used.update([path.name, *(series_file(tag, config, seed) for tag in tags)])
         if not path.is_file():
             out.append(f"{path.name}: missing (the rows of {config} seed {seed} need it)")
             continue
         steps, returns = sweep_runs.read_curve(path)
+        if steps.size == 0:
+            out.append(f"{path.name}: no evaluations (the rows of {config} seed {seed} need them)")
+            continue
         series = {}
         for tag in tags:
             tag_path = folder / series_file(tag, config, seed)
             series[tag] = read_series(tag_path) if tag_path.is_file() else (np.zeros(0),) * 2
         rows.append(make_row(config, r["env"], seed, r["folder"], steps, returns, series, last))
+    out += [
+        f"{path.name}: in the folder, not in report.json (a run or tag the report left out)"
+        for path in sorted(folder.glob("*.csv"))
+        if path.name not in used
+    ]
     by_run = {(c["config"], c["seed"]): c for c in committed["rows"]}
     for r in rows:
         where = f"rows[{r['config']} seed {r['seed']}]"

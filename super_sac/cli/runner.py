@@ -31,10 +31,12 @@ from super_sac.cli.factories import (
     minatar_agent,
     minatar_envs,
 )
-from super_sac.cli.options import (
+from super_sac.cli.options import (  # noqa: F401  (given_options, gin_syntax_message: re-exported)
     _bound,
     _bound_value,
     bound_setting,
+    gin_syntax_message,
+    given_options,
     loop_setting,
     parse_command_line,
     parse_gin_args,
@@ -131,8 +133,9 @@ def run(
     :param loop_defaults: ``args -> {setting: value}``, called once the gin files are parsed:
         the script's values of loop settings that no gin file or binding sets (the DeepMind
         Control pixel script's default augmenter).
-    :param given: the options the command line gave (:func:`given_options`): with them, a
-        resumed run refuses options that change the run's (see :func:`resumed_args`).
+    :param given: the options the command line gave
+        (:func:`~super_sac.cli.options.given_options`): with them, a resumed run refuses
+        options that change the run's (see :func:`~super_sac.cli.options.resumed_args`).
     :param default_name: ``args -> name`` without ``--name`` or a gin ``super_sac.name``
         (default ``<config>_<task>``).
     :return: the summary dict of :func:`super_sac.super_sac`.

@@ -84,7 +84,8 @@ def stratified_bootstrap_ci(
 
 
 def iqm_of_rows(matrix: np.ndarray) -> np.ndarray:
-    """:func:`iqm` (fractional) of every row of a ``(rows, n)`` matrix at once."""
+    """:func:`iqm` (fractional) of every row of a ``(rows, n)`` matrix at once (no NaN check:
+    the bootstrap resamples scores that :func:`iqm` has checked)."""
     x = np.sort(matrix, axis=1)
     n = x.shape[1]
     lo, hi = n / 4, 3 * n / 4
@@ -105,7 +106,10 @@ _ROWWISE: dict[Callable[..., Any], Callable[[np.ndarray], np.ndarray]] = {
 def _statistic_of_rows(statistic: Callable[[np.ndarray], float], samples: np.ndarray) -> np.ndarray:
     """``statistic`` of each row of ``samples``: vectorised for the statistics numpy reduces
     along an axis (:data:`_ROWWISE`), one call per row for any other."""
-    rowwise = _ROWWISE.get(statistic)
+    try:
+        rowwise = _ROWWISE.get(statistic)
+    except TypeError:  # an unhashable callable: not one of them
+        rowwise = None
     if rowwise is not None:
         return np.asarray(rowwise(samples), dtype=np.float64)
     return np.array([statistic(row) for row in samples], dtype=np.float64)

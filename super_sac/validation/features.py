@@ -56,7 +56,7 @@ def _validate_augmentation(cfg: TrainConfig, agent: Agent) -> None:
             "@super_sac.augmentations.AugmentationSequence() (note the parentheses), or None",
         )
     for key in ("encoder_lambda", "actor_lambda"):
-        if getattr(cfg, key) < 0:
+        if not getattr(cfg, key) >= 0:  # NaN too
             raise _err(
                 f"{key} = {getattr(cfg, key)}",
                 "an invariance weight must be >= 0",
@@ -133,7 +133,7 @@ def _validate_markov(cfg: TrainConfig, agent: Agent) -> None:
     """The Markov state abstraction (Allen et al. 2021): weights >= 0, updates that run the
     weighted losses, and an encoder they can train."""
     for key in (*MARKOV_COEFFS, "smoothness_markov_max_dist"):
-        if getattr(cfg, key) < 0:
+        if not getattr(cfg, key) >= 0:  # NaN too
             raise _err(
                 f"{key} = {getattr(cfg, key)}",
                 "must be >= 0",
