@@ -486,9 +486,14 @@ def test_a_representation_report_check_names_each_number_its_files_do_not_hold(
 ):
     import shutil
 
+    from super_sac.sweep.check import check_report
+
     script = _representation_script(monkeypatch)
     folder = tmp_path / "dr3"
     shutil.copytree(_RESULTS / "dr3_minatar_breakout", folder)
+    # sweep.py check points at the check of this form
+    with pytest.raises(FileNotFoundError, match="representation_losses.py --check"):
+        check_report(folder)
     # one value of a tag series: the row's series, its end mean and the summary all move
     series = folder / "critic_feature_dot_basic_offline_dr3_seed0.csv"
     lines = series.read_text().splitlines()

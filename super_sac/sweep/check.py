@@ -113,6 +113,12 @@ def check_report(folder: str | os.PathLike, seed: int = 0) -> list[str]:
         what = "does not exist" if not folder.exists() else "has no report.json"
         raise FileNotFoundError(f"{folder} {what}: pass a report folder written with --evaluations")
     if not (folder / EVALUATIONS_DIR).is_dir():
+        if any(folder.glob("evaluations_*_seed*.csv")):  # representation_losses.py's own form
+            raise FileNotFoundError(
+                f"{folder} is a report of experiments/benchmarks/representation_losses.py (its "
+                "runs' CSV files sit beside it, with no evaluations/ folder): check it with "
+                f"`python experiments/benchmarks/representation_losses.py --check {folder}`"
+            )
         raise FileNotFoundError(
             f"{folder} has no {EVALUATIONS_DIR}/ folder, so its report cannot be rebuilt: write "
             "the report with --evaluations to commit the data behind it"
