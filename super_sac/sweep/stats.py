@@ -39,10 +39,16 @@ def iqm(values: Any, fractional: bool = True) -> float:
     if not fractional:
         cut = n // 4
         return float(x[cut : n - cut].mean())
+    weights = _iqm_weights(n)
+    return float(np.dot(weights, x) / weights.sum())
+
+
+def _iqm_weights(n: int) -> np.ndarray:
+    """The weight of each of ``n`` sorted values in the fractional :func:`iqm`: the length of
+    its unit interval ``[i, i + 1)`` inside ``[n/4, 3n/4]``."""
     lo, hi = n / 4, 3 * n / 4
     starts = np.arange(n, dtype=np.float64)
-    weights = np.clip(np.minimum(starts + 1, hi) - np.maximum(starts, lo), 0.0, 1.0)
-    return float(np.dot(weights, x) / weights.sum())
+    return np.clip(np.minimum(starts + 1, hi) - np.maximum(starts, lo), 0.0, 1.0)
 
 
 def stratified_bootstrap_ci(
@@ -87,10 +93,7 @@ def iqm_of_rows(matrix: np.ndarray) -> np.ndarray:
     """:func:`iqm` (fractional) of every row of a ``(rows, n)`` matrix at once (no NaN check:
     the bootstrap resamples scores that :func:`iqm` has checked)."""
     x = np.sort(matrix, axis=1)
-    n = x.shape[1]
-    lo, hi = n / 4, 3 * n / 4
-    starts = np.arange(n, dtype=np.float64)
-    weights = np.clip(np.minimum(starts + 1, hi) - np.maximum(starts, lo), 0.0, 1.0)
+    weights = _iqm_weights(x.shape[1])
     return x @ weights / weights.sum()
 
 
