@@ -107,6 +107,7 @@ def td_backup(
     target_noise_clip: float | None = None,
     next_obs: Obs | None = None,
     next_action_encoder: str = "target",
+    online_next_rep: torch.Tensor | None = None,
 ) -> Backup:
     """The TD target ``(B, 1)`` for SAC, TD3 and DDPG, with the ``s'`` features and the ``a'``
     it used (:class:`Backup`).
@@ -122,7 +123,9 @@ def td_backup(
     with ``eps ~ N(0, target_noise_std^2)`` (Fujimoto et al. 2018; DDPG sets the std to 0).
     ``min_M`` is over a random subset of ``target_critic_ensemble_n`` target critics (REDQ).
     Discrete agents use :func:`discrete_td_backup`. ``next_obs`` replaces
-    ``batch.next_obs`` (one of DrQ's extra augmentations of it).
+    ``batch.next_obs`` (one of DrQ's extra augmentations of it). ``online_next_rep``: the online
+    encoder's features of that ``s'`` when the caller already has them (read, detached, by an
+    ``"online"`` next-action encoder instead of a second pass).
     """
     if agent.discrete:
         return discrete_td_backup(
@@ -135,7 +138,9 @@ def td_backup(
         )
     next_obs = batch.next_obs if next_obs is None else next_obs
     next_rep = target_agent.encoder(next_obs)
-    actor_rep = agent.encoder(next_obs) if next_action_encoder == "online" else next_rep
+    actor_rep = next_rep
+    if next_action_encoder == "online":
+        actor_rep = agent.encoder(next_obs) if online_next_rep is None else online_next_rep.detach()
     actor = target_agent.actor if use_target_actor else agent.actor
     if agent.stochastic:
         next_action, next_log_prob = actor(actor_rep).rsample_with_log_prob()
@@ -219,6 +224,7 @@ def dr3_regularizer(
     backup: Backup,
     dr3_coeff: float,
     online_next_obs: Obs | None = None,
+    online_next_rep: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor | None, Logs]:
     """DR3 (Kumar et al. 2021, "DR3: Value-Based Deep Reinforcement Learning Requires Explicit
     Regularization", arXiv 2112.04716, eq. 5):
@@ -248,14 +254,19 @@ def dr3_regularizer(
     :param backup: the backup of the same batch (``s'`` features and ``a'``).
     :param online_next_obs: the batch's ``s'``, to encode with the online encoder (with
         gradient, only when ``dr3_coeff > 0``) instead of reading ``backup.next_rep``.
+    :param online_next_rep: those online features of ``s'`` already computed with gradient (in
+        place of ``online_next_obs``; only when ``dr3_coeff > 0``).
     :param dr3_coeff: weight of the term; 0 computes only the logged dot product (no gradient,
         an extra forward pass of the critics on ``(s', a')``).
     :return: the term (``None`` when ``dr3_coeff`` is 0) and its logs: ``critic/feature_dot``
         (the mean dot product) and, with a weight, ``critic/dr3_loss`` (weight times it).
     """
     with torch.set_grad_enabled(dr3_coeff > 0 and torch.is_grad_enabled()):
-        online = online_next_obs is not None and dr3_coeff > 0
-        rep = agent.encoder(online_next_obs) if online else backup.next_rep
+        rep = backup.next_rep
+        if dr3_coeff > 0 and online_next_rep is not None:
+            rep = online_next_rep
+        elif dr3_coeff > 0 and online_next_obs is not None:
+            rep = agent.encoder(online_next_obs)
         next_features = critic_features(agent, rep, backup.next_action)
     if dr3_coeff == 0:
         features = features.detach()
@@ -330,6 +341,11 @@ def critic_update_with_features(
         ``(B, D)``, detached and computed before the optimizer step (DrQ-v2's actor update
         reads these, Yarats et al. 2021).
     """
+    # s' through the online encoder with gradient (DR3 on the whole network), computed once and
+    # read detached by an online next-action encoder too
+    online_next_rep = None
+    if dr3_online_next and dr3_coeff > 0 and torch.is_grad_enabled():
+        online_next_rep = agent.encoder(batch.next_obs)
     backups = [
         td_backup(
             agent,
@@ -342,6 +358,7 @@ def critic_update_with_features(
             target_noise_clip=target_noise_clip,
             next_obs=next_obs,
             next_action_encoder=next_action_encoder,
+            online_next_rep=online_next_rep if next_obs is None else None,
         )
         for next_obs in (None, *extra_next_obs)
     ]
@@ -365,7 +382,7 @@ def critic_update_with_features(
     if with_dot:
         online_next_obs = batch.next_obs if dr3_online_next else None
         term, logs = dr3_regularizer(
-            agent, features[:, :batch_size], backups[0], dr3_coeff, online_next_obs
+            agent, features[:, :batch_size], backups[0], dr3_coeff, online_next_obs, online_next_rep
         )
         if term is not None:
             loss = loss + term

@@ -292,11 +292,18 @@ def test_dr3_online_next_trains_the_encoder_from_both_pairs():
             dr3_coeff=1.0, dr3_online_next=online,
         )  # fmt: skip
         grads[online] = agent.encoder.linear.weight.grad.clone()
-    # by hand: the TD loss's encoder gradient plus the term's through both pairs
+    torch.testing.assert_close(grads[True], _whole_network_encoder_grad(agent, target, batch))
+    assert not torch.allclose(grads[True], grads[False], atol=1e-4)
+
+
+def _whole_network_encoder_grad(agent, target, batch, **backup_settings):
+    """By hand: the encoder's gradient from the TD loss plus DR3's term through both pairs,
+    ``s'`` encoded online with gradient (the backup's next actions drawn after seed 1)."""
     torch.manual_seed(1)
     backup = learning.td_backup(
-        agent, target, batch, alpha=torch.tensor(0.1), target_critic_ensemble_n=2
-    )
+        agent, target, batch, alpha=torch.tensor(0.1), target_critic_ensemble_n=2,
+        **backup_settings,
+    )  # fmt: skip
     agent.zero_grad(set_to_none=True)
     rep, next_rep = agent.encoder(batch.obs), agent.encoder(batch.next_obs)
     loss, _, features = learning.critic_regression(
@@ -304,8 +311,30 @@ def test_dr3_online_next_trains_the_encoder_from_both_pairs():
     )
     phi1 = agent.critic.features(next_rep, backup.next_action)
     (loss + lu.feature_dot(features, phi1).mean()).backward()
-    torch.testing.assert_close(grads[True], agent.encoder.linear.weight.grad)
-    assert not torch.allclose(grads[True], grads[False], atol=1e-4)
+    return agent.encoder.linear.weight.grad
+
+
+def test_online_next_action_encoder_shares_the_dr3_pass_of_s_prime():
+    """With next_action_encoder = "online" and dr3_online_next, s' goes through the online
+    encoder once: the backup's actor reads those features detached, DR3 with gradient. The
+    gradients equal the by-hand sum of the two uses."""
+    torch.manual_seed(0)
+    agent = Agent(2, LinearEncoder(), hidden_size=8)
+    target = learning.make_target_agent(agent)
+    batch = _batch()
+    opt = _opt(agent.critic, agent.encoder, lr=0.0)
+    seen = []
+    hook = agent.encoder.register_forward_hook(lambda m, args, out: seen.append(args[0]["obs"]))
+    torch.manual_seed(1)
+    learning.critic_update(
+        agent, target, batch, opt, alpha=torch.tensor(0.1), target_critic_ensemble_n=2,
+        dr3_coeff=1.0, dr3_online_next=True, next_action_encoder="online",
+    )  # fmt: skip
+    hook.remove()
+    assert [x is batch.next_obs["obs"] for x in seen] == [True, False]  # s' once, then s
+    grad = agent.encoder.linear.weight.grad.clone()
+    by_hand = _whole_network_encoder_grad(agent, target, batch, next_action_encoder="online")
+    torch.testing.assert_close(grad, by_hand)
 
 
 def test_discrete_critic_uses_the_state_features():
