@@ -342,6 +342,19 @@ class Collector:
         if self.on_push is not None:
             self.on_push(slots)
 
+    def store_pending_windows(self) -> None:
+        """Push the n-step windows in progress as truncated ones, bootstrapping from each env's
+        current observation (:meth:`~super_sac.replay.NStepQueue.flush`), before the episodes
+        are abandoned."""
+        if not self.started:
+            return
+        out = self.nstep.flush(self.obs)
+        if out is None:
+            return
+        slots = self.buffer.push(**out)
+        if self.on_push is not None:
+            self.on_push(slots)
+
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
         """The running episodes, the n-step windows and the counters (the env's internal state
@@ -387,9 +400,11 @@ class Collector:
         batched API (:func:`~super_sac.vector_envs.replay_in_lockstep`).
 
         :return: ``False`` if the env cannot be replayed (not a vector env with ``DISABLED``
-            autoreset and derived seeds); fresh episodes were started instead.
+            autoreset and derived seeds); fresh episodes were started instead, after the n-step
+            windows in progress were stored as truncated ones.
         """
         if not (self.autoreset is AutoresetMode.DISABLED and self.seeding == "derived"):
+            self.store_pending_windows()
             self.reset_envs()
             return False
         seeds = [self.seed_of(i) for i in range(self.num_envs)]

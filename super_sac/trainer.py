@@ -333,9 +333,9 @@ class Trainer:
             warnings.warn(
                 "this train_env cannot be replayed (it is not a vector env in DISABLED "
                 "autoreset mode; an SB3 VecEnv resets its envs itself): the resumed run starts "
-                "fresh episodes, so it is not bit-identical to an uninterrupted run, and the "
-                "n-step windows in progress at the checkpoint (at most n_step - 1 steps per env) "
-                "are never stored.",
+                "fresh episodes, so it is not bit-identical to an uninterrupted run (the n-step "
+                "windows in progress at the checkpoint were stored as truncated ones, "
+                "bootstrapping from the checkpoint's observations).",
                 stacklevel=2,
             )
 

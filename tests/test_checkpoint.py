@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -474,12 +475,14 @@ SUNRISE = {
 }
 
 
-def _parallel_trainer(tmp_path, steps, resume=False, agent_kwargs=None, loop_kwargs=None):
+def _parallel_trainer(
+    tmp_path, steps, resume=False, agent_kwargs=None, loop_kwargs=None, autoreset="DISABLED"
+):
     import gymnasium as gym
 
     venv = gym.vector.SyncVectorEnv(
         [lambda: make_gym_env("Pendulum-v1", max_episode_steps=15)] * 2,
-        autoreset_mode=gym.vector.AutoresetMode.DISABLED,
+        autoreset_mode=gym.vector.AutoresetMode[autoreset],
     )
     torch.manual_seed(0)
     agent = Agent(1, nets.FlatEncoder(3), hidden_size=16, **(agent_kwargs or {}))
@@ -522,3 +525,34 @@ def test_parallel_envs_with_nstep_resume_exactly(tmp_path, algo):
     for (k, a), b in zip(full.agent.state_dict().items(), resumed.agent.state_dict().values()):
         assert torch.equal(a, b), k
     assert torch.equal(full.log_alpha, resumed.log_alpha)
+
+
+def test_a_resume_on_envs_it_cannot_replay_stores_the_pending_windows_as_truncated(tmp_path):
+    """A SAME_STEP vector env starts fresh episodes on resume; the n-step windows in progress
+    at the checkpoint become truncated windows bootstrapping from the checkpoint's
+    observations, as at a time limit."""
+    part = _parallel_trainer(tmp_path, 25, autoreset="SAME_STEP")
+    part.run()  # each env 25 steps into 15-step episodes: 10 into the second, 2 steps pending
+    saved, gamma = len(part.buffer), part.cfg.gamma
+    pending = [list(queue) for queue in part.collector.nstep._pending]
+    assert [len(queue) for queue in pending] == [2, 2]
+    resumed = _parallel_trainer(tmp_path, 25, resume=True, autoreset="SAME_STEP")
+    resumed.open_run()
+    try:
+        with pytest.warns(UserWarning, match="cannot be replayed.*stored as truncated"):
+            resumed.restore()
+    finally:
+        resumed._release_run_dir()
+    buf = resumed.buffer
+    assert len(buf) == saved + 4 and resumed.collector.nstep._pending[0] == deque()
+    new = slice(saved, saved + 4)
+    (s0, a0, r0), (s1, a1, r1) = pending[0]
+    np.testing.assert_allclose(buf._reward[new][:2], [r0 + gamma * r1, r1], rtol=1e-6)
+    np.testing.assert_allclose(buf._discount[new], [gamma**2, gamma] * 2, rtol=1e-6)
+    assert buf._done[new].tolist() == [0.0] * 4
+    np.testing.assert_array_equal(
+        buf._obs["obs"][saved : saved + 2], np.stack([s0["obs"], s1["obs"]])
+    )
+    np.testing.assert_array_equal(buf._action[saved : saved + 2], np.stack([a0, a1]))
+    last = part.collector.obs["obs"]
+    np.testing.assert_array_equal(buf._next_obs["obs"][new], last[[0, 0, 1, 1]])

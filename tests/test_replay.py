@@ -532,6 +532,24 @@ def test_nstep_two_envs_ending_at_different_steps() -> None:
     assert stored_rewards(buf) == [1.5, 1.0, 3.5, 3.5, 3.0, 2.0]
 
 
+def test_nstep_flush_emits_pending_windows_as_truncated() -> None:
+    queue = NStepQueue(num_envs=2, n_step=3, gamma=0.5)
+    assert queue.flush(step(0, (0.0, 100.0))["obs"]) is None  # nothing pending
+    for t in range(2):  # env 0: rewards 1, 2 pending; env 1 ends at t = 0, then 1 pending
+        queue.push(
+            **step(t, (0.0, 100.0)), reward=np.array([t + 1.0, 10.0]),
+            terminated=np.array([False, t == 0]), truncated=np.array([False, False]),
+        )  # fmt: skip
+    out = queue.flush(step(2, (0.0, 100.0))["obs"])  # the envs' current observations: 2, 102
+    # env 0: 1 + 0.5*2 = 2 (0.25), 2 (0.5); env 1: 10 (0.5); none terminal, all to now
+    assert out["obs"]["x"][:, 0].tolist() == [0, 1, 101]
+    assert out["reward"].tolist() == [2.0, 2.0, 10.0]
+    assert out["discount"].tolist() == [0.25, 0.5, 0.5]
+    assert out["done"].tolist() == [0.0, 0.0, 0.0]
+    assert out["next_obs"]["x"][:, 0].tolist() == [2, 2, 102]
+    assert queue.flush(step(3, (0.0, 100.0))["obs"]) is None  # the queues are empty
+
+
 def test_nstep_copies_observations_of_pending_steps() -> None:
     queue = NStepQueue(num_envs=1, n_step=2, gamma=1.0)
     data = step(0)

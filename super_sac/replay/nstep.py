@@ -141,18 +141,41 @@ class NStepQueue:
         if not ended and len(queue) < self.n_step:
             return []
         final_obs = {k: np.array(v[env]) for k, v in next_obs.items()}
-        done = float(terminated[env])
-        returns = self._suffix_returns([r for _, _, r in queue])
-        starts = range(len(queue)) if ended else range(1)
-        rows = [
-            (queue[j][0], queue[j][1], returns[j], final_obs, done, self.gamma ** (len(queue) - j))
-            for j in starts
-        ]
+        rows = self._rows(queue, final_obs, float(terminated[env]), len(queue) if ended else 1)
         if ended:
             queue.clear()
         else:
             queue.popleft()
         return rows
+
+    def _rows(self, queue: deque, final_obs: dict, done: float, starts: int) -> list[tuple]:
+        """Rows of the windows starting at the queue's first ``starts`` steps, all ending at
+        ``final_obs``: ``(obs_j, a_j, sum_{i >= j} gamma^(i-j) r_i, final_obs, done,
+        gamma^(len - j))``."""
+        returns = self._suffix_returns([r for _, _, r in queue])
+        discount = [self.gamma ** (len(queue) - j) for j in range(starts)]
+        return [
+            (queue[j][0], queue[j][1], returns[j], final_obs, done, discount[j])
+            for j in range(starts)
+        ]
+
+    def flush(self, next_obs: dict[str, np.ndarray]) -> dict[str, Any] | None:
+        """Emit every pending window as a truncated one and clear the queues: the episodes are
+        cut off where they stand (a run resumed on envs it cannot bring back), each window
+        bootstrapping from its env's current observation with ``discount = gamma ** k`` for its
+        ``k`` summed rewards, as at a time limit.
+
+        :param next_obs: every env's current observation (the one after its last pending
+            step), leading dim ``num_envs``.
+        :return: the rows, as :meth:`push` returns them, or ``None`` if nothing was pending.
+        """
+        rows: list[tuple] = []
+        for env, queue in enumerate(self._pending):
+            if queue:
+                final_obs = {k: np.array(v[env]) for k, v in next_obs.items()}
+                rows += self._rows(queue, final_obs, 0.0, len(queue))
+                queue.clear()
+        return self._stack(rows) if rows else None
 
     def _suffix_returns(self, rewards: list[float]) -> list[float]:
         """``out[j] = sum_{i >= j} gamma^(i-j) r_i``."""
