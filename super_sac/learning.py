@@ -342,9 +342,10 @@ def critic_update_with_features(
         reads these, Yarats et al. 2021).
     """
     # s' through the online encoder with gradient (DR3 on the whole network), computed once and
-    # read detached by an online next-action encoder too
+    # read detached by an online next-action encoder too (otherwise DR3 encodes it after s)
     online_next_rep = None
-    if dr3_online_next and dr3_coeff > 0 and torch.is_grad_enabled():
+    shared = dr3_online_next and dr3_coeff > 0 and next_action_encoder == "online"
+    if shared and torch.is_grad_enabled():
         online_next_rep = agent.encoder(batch.next_obs)
     backups = [
         td_backup(

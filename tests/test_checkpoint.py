@@ -546,13 +546,13 @@ def test_a_resume_on_envs_it_cannot_replay_stores_the_pending_windows_as_truncat
     buf = resumed.buffer
     assert len(buf) == saved + 4 and resumed.collector.nstep._pending[0] == deque()
     new = slice(saved, saved + 4)
-    (s0, a0, r0), (s1, a1, r1) = pending[0]
-    np.testing.assert_allclose(buf._reward[new][:2], [r0 + gamma * r1, r1], rtol=1e-6)
+    rows = [step for queue in pending for step in queue]  # env 0's two steps, then env 1's
+    r = [reward for _, _, reward in rows]
+    expected = [r[0] + gamma * r[1], r[1], r[2] + gamma * r[3], r[3]]
+    np.testing.assert_allclose(buf._reward[new], expected, rtol=1e-6)
     np.testing.assert_allclose(buf._discount[new], [gamma**2, gamma] * 2, rtol=1e-6)
     assert buf._done[new].tolist() == [0.0] * 4
-    np.testing.assert_array_equal(
-        buf._obs["obs"][saved : saved + 2], np.stack([s0["obs"], s1["obs"]])
-    )
-    np.testing.assert_array_equal(buf._action[saved : saved + 2], np.stack([a0, a1]))
+    np.testing.assert_array_equal(buf._obs["obs"][new], np.stack([o["obs"] for o, _, _ in rows]))
+    np.testing.assert_array_equal(buf._action[new], np.stack([a for _, a, _ in rows]))
     last = part.collector.obs["obs"]
     np.testing.assert_array_equal(buf._next_obs["obs"][new], last[[0, 0, 1, 1]])

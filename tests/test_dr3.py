@@ -317,10 +317,13 @@ def _whole_network_encoder_grad(agent, target, batch, **backup_settings):
 def test_online_next_action_encoder_shares_the_dr3_pass_of_s_prime():
     """With next_action_encoder = "online" and dr3_online_next, s' goes through the online
     encoder once: the backup's actor reads those features detached, DR3 with gradient. The
-    gradients equal the by-hand sum of the two uses."""
+    gradients equal the by-hand sum of the two uses (the target encoder differs from the online
+    one, so an actor reading the target's features would not match)."""
     torch.manual_seed(0)
     agent = Agent(2, LinearEncoder(), hidden_size=8)
     target = learning.make_target_agent(agent)
+    with torch.no_grad():
+        target.encoder.linear.weight.add_(0.5)
     batch = _batch()
     opt = _opt(agent.critic, agent.encoder, lr=0.0)
     seen = []
