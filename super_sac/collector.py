@@ -338,6 +338,10 @@ class Collector:
             out = {k: _rows(v, valid) for k, v in out.items()}
             if not valid.any():
                 return
+        self._store(out)
+
+    def _store(self, out: dict[str, Any]) -> None:
+        """Push finished transitions to the buffer and tell ``on_push`` their slots."""
         slots = self.buffer.push(**out)
         if self.on_push is not None:
             self.on_push(slots)
@@ -345,15 +349,10 @@ class Collector:
     def store_pending_windows(self) -> None:
         """Push the n-step windows in progress as truncated ones, bootstrapping from each env's
         current observation (:meth:`~super_sac.replay.NStepQueue.flush`), before the episodes
-        are abandoned."""
-        if not self.started:
-            return
+        are abandoned (nothing is pending before the envs' first reset)."""
         out = self.nstep.flush(self.obs)
-        if out is None:
-            return
-        slots = self.buffer.push(**out)
-        if self.on_push is not None:
-            self.on_push(slots)
+        if out is not None:
+            self._store(out)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:

@@ -544,7 +544,7 @@ def test_a_resume_on_envs_it_cannot_replay_stores_the_pending_windows_as_truncat
     finally:
         resumed._release_run_dir()
     buf = resumed.buffer
-    assert len(buf) == saved + 4 and resumed.collector.nstep._pending[0] == deque()
+    assert len(buf) == saved + 4 and resumed.collector.nstep._pending == [deque(), deque()]
     new = slice(saved, saved + 4)
     rows = [step for queue in pending for step in queue]  # env 0's two steps, then env 1's
     r = [reward for _, _, reward in rows]
