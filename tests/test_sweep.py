@@ -912,6 +912,32 @@ def test_pooled_paired_pairs_within_each_folder_and_pools_by_folder(tmp_path, ca
     assert "| pooled, by folder | 3 pairs | +1.7 [0.7, 2.7] (2 up, 1 down of 3) |" in out
     with pytest.raises(SystemExit, match="has no run of 'nope' on breakout"):
         script.main([str(tmp_path / "a"), "--base", "base", "--new", "nope"])
+    # --base_folder: the base runs come from another folder, so equal config names pair (a's
+    # "new" against b's "new" at their one shared seed: 6 - 9), and the base folder's runs do
+    # not leak into the new side (b has no seed 1, so a's seed 1 is not paired)
+    across = script.paired_scores(tmp_path / "a", "new", "new", last=1, base_folder=tmp_path / "b")
+    assert across["final"] == {0: -3.0} and across["last"] == {0: -3.0}
+    assert script.paired_scores(tmp_path / "a", "base", "new", base_folder=tmp_path / "b")[
+        "final"
+    ] == {0: 1.0}
+    script.main(
+        [str(tmp_path / "a"), "--base_folder", str(tmp_path / "b"), "--base", "new", "--new", "new"]
+    )
+    out = capsys.readouterr().out
+    assert out.startswith(f"new minus new of {tmp_path / 'b'}, paired by seed")
+    assert f"| {tmp_path / 'a'} | 0 | -3.0 [-3.0, -3.0] (0 up, 1 down of 1) |" in out
+    with pytest.raises(SystemExit, match=r"b has no run of 'nope' \(it has base, new\)"):
+        script.main(
+            [
+                str(tmp_path / "a"),
+                "--base_folder",
+                str(tmp_path / "b"),
+                "--base",
+                "nope",
+                "--new",
+                "new",
+            ]
+        )
 
 
 def _config(tmp_path, name="sac.gin", text="super_sac.batch_size = 256\n"):
