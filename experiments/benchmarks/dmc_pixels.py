@@ -87,7 +87,7 @@ def train_one(args: argparse.Namespace, seed: int) -> dict[str, Any]:
 
     torch.set_num_threads(args.threads)
     gin.clear_config()
-    cli.parse_gin_args([args.config], [], [DMC_CONFIGS])
+    cli.parse_gin_args([args.config], args.gin_bindings, [DMC_CONFIGS])
     per_step = cli.loop_setting("transitions_per_online_step")
     gin.clear_config()
     bindings = [
@@ -128,7 +128,9 @@ def train_one(args: argparse.Namespace, seed: int) -> dict[str, Any]:
 
 def untrained_return(args: argparse.Namespace, seed: int) -> float:
     """Mean return of the config's agent with its initial (random) weights, acting
-    deterministically for ``eval_episodes`` episodes (the reference row)."""
+    deterministically for ``eval_episodes`` episodes (the reference row). The agent is built
+    under the config and ``--gin_bindings`` of the trained runs (an encoder's init and pixel
+    scaling are bindings too)."""
     import gin
     import torch
 
@@ -136,7 +138,7 @@ def untrained_return(args: argparse.Namespace, seed: int) -> float:
     from super_sac import cli
 
     gin.clear_config()
-    cli.parse_gin_args([args.config], [], [DMC_CONFIGS])
+    cli.parse_gin_args([args.config], args.gin_bindings, [DMC_CONFIGS])
     super_sac.set_seed(seed)
     env = cli.make_dmc(
         DOMAIN,
