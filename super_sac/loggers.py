@@ -343,20 +343,30 @@ def open_run_dir(
 
 def with_first_run_info(path: Path, hparams: dict[str, Any]) -> dict[str, Any]:
     """A resumed run's ``hparams``, whose settings are this session's, with the ``run_info``
-    (script and command-line options) of the run's first session kept from the ``hparams.json``
-    at ``path`` and this session's appended to its ``resumes`` list."""
+    (script and command-line options) and the ``machine`` of the run's first session kept from
+    the ``hparams.json`` at ``path``, and this session's appended to its ``resumes`` and
+    ``resume_machines`` lists (a run resumed on another processor model no longer repeats an
+    uninterrupted one to the digit; the lists show where it went on)."""
     try:
         earlier = json.loads(path.read_text())
     except (OSError, ValueError):
         return hparams
     if not isinstance(earlier, dict) or "run_info" not in earlier:
         return hparams  # (a first session from Python has a run_info of None, kept as such)
-    resumes = earlier.get("resumes")
-    resumes = list(resumes) if isinstance(resumes, list) else []
+
+    def listed(key: str) -> list[Any]:
+        value = earlier.get(key)
+        return list(value) if isinstance(value, list) else []
+
+    resumes = listed("resumes")
+    # (None for the sessions of a run from before machines were recorded, one per session)
+    machines = listed("resume_machines") or [None] * len(resumes)
     return {
         **hparams,
         "run_info": earlier["run_info"],
+        "machine": earlier.get("machine"),
         "resumes": [*resumes, hparams.get("run_info")],
+        "resume_machines": [*machines, hparams.get("machine")],
     }
 
 

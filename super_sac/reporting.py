@@ -16,7 +16,7 @@ import numpy as np
 
 from super_sac.collector import episode_seed
 from super_sac.evaluation import evaluate_agent, save_best_metric
-from super_sac.utils import atomic_write_json, atomic_write_text
+from super_sac.utils import atomic_write_json, atomic_write_text, machine_info
 from super_sac.video import env_fps, write_video
 
 if TYPE_CHECKING:
@@ -55,12 +55,14 @@ class SessionStart:
 
 
 def hparams(trainer: Trainer) -> dict[str, Any]:
-    """The resolved settings of the loop and the agent, JSON-friendly."""
+    """The resolved settings of the loop and the agent, JSON-friendly, and the machine this
+    session runs on (:func:`~super_sac.utils.machine_info`)."""
     cfg = trainer.cfg
     out = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name != "augmenter"}
     out["augmenter"] = None if cfg.augmenter is None else type(cfg.augmenter).__name__
     out.update(agent=trainer.agent.signature(), buffer_size=trainer.buffer.size)
     out["num_envs"] = trainer.num_envs
+    out["machine"] = machine_info(trainer.device)
     return out
 
 

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import pickle
+import platform
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,6 +116,49 @@ def sha256_file(path: str | os.PathLike) -> str:
         for chunk in iter(lambda: f.read(1 << 22), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def cpuinfo_fields(text: str) -> dict[str, str]:
+    """The ``key: value`` fields of the first processor block of Linux's ``/proc/cpuinfo``
+    text (every logical CPU repeats the block; the first stands for the machine)."""
+    fields: dict[str, str] = {}
+    for line in text.split("\n\n", 1)[0].splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def machine_info(device: str | torch.device | None = None) -> dict[str, Any]:
+    """What a run computes on, for the records of its results: runs repeat to the digit on one
+    processor model and thread count, but not across processor models (their vector kernels
+    round differently), so a result that may be compared later names its machine.
+
+    :param device: the torch device the run uses; a CUDA device adds its name. Without one no
+        CUDA context is opened (a sweep driver starts its trials afterwards).
+    :return: ``cpu`` (the model name: ``/proc/cpuinfo`` on Linux, else
+        :func:`platform.processor`), ``cpu_family`` and ``cpu_model`` (x86 Linux; else
+        ``None``), ``cpu_count`` (logical CPUs), ``torch_threads``, ``torch_cpu_capability``
+        (the instruction set torch's CPU kernels dispatch to, e.g. ``AVX512``) and ``gpu``
+        (the CUDA device's name, or ``None``).
+    """
+    try:
+        fields = cpuinfo_fields(Path("/proc/cpuinfo").read_text())
+    except OSError:
+        fields = {}
+    capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
+    device = torch.device(device) if device is not None else None
+    return {
+        "cpu": fields.get("model name") or platform.processor() or platform.machine() or None,
+        "cpu_family": fields.get("cpu family"),
+        "cpu_model": fields.get("model"),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch_cpu_capability": capability() if capability is not None else None,
+        "gpu": torch.cuda.get_device_name(device)
+        if device is not None and device.type == "cuda"
+        else None,
+    }
 
 
 def load_torch_file(file: str | os.PathLike, device: str | torch.device = "cpu") -> Any:

@@ -14,6 +14,7 @@ import pytest
 from super_sac import cli
 from super_sac.config import GinConfigError
 from super_sac.loggers import MissingExtraError
+from super_sac.utils import machine_info
 from super_sac.validation import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -219,6 +220,41 @@ def test_resume_keeps_the_runs_options_and_refuses_changed_ones(tmp_path):
     assert hparams["run_info"]["args"]["steps"] == 20
     assert hparams["run_info"]["args"]["run_dir"] == str(run)
     assert [r["args"]["steps"] for r in hparams["resumes"]] == [40, 60]
+    # and where each session ran: all three on this machine
+    here = {k: v for k, v in machine_info("cpu").items() if k != "torch_threads"}
+    sessions = [hparams["machine"], *hparams["resume_machines"]]
+    assert len(sessions) == 3
+    assert all({k: v for k, v in m.items() if k != "torch_threads"} == here for m in sessions)
+
+
+def test_machine_records_read_the_processor_and_list_each_resumed_session(tmp_path):
+    import torch
+
+    from super_sac.loggers import with_first_run_info
+    from super_sac.utils import cpuinfo_fields
+
+    text = ("processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 167\n"
+            "model name\t: Intel(R) Xeon(R) Processor\nflags\t\t: fpu sse\n\n"
+            "processor\t: 1\ncpu family\t: 25\nmodel\t\t: 17\nmodel name\t: other\n")  # fmt: skip
+    assert cpuinfo_fields(text) == {
+        "processor": "0", "vendor_id": "GenuineIntel", "cpu family": "6", "model": "167",
+        "model name": "Intel(R) Xeon(R) Processor", "flags": "fpu sse",
+    }  # fmt: skip
+    assert cpuinfo_fields("") == {}
+    info = machine_info("cpu")
+    assert info["gpu"] is None and info["cpu"] and info["torch_threads"] == torch.get_num_threads()
+    assert info["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert json.loads(json.dumps(info)) == info
+    # a run from before machines were recorded, resumed once then: its sessions so far get None
+    path = tmp_path / "hparams.json"
+    path.write_text(json.dumps({"run_info": {"args": 1}, "resumes": [{"args": 2}]}))
+    first = with_first_run_info(path, {"run_info": {"args": 3}, "machine": {"cpu": "A"}})
+    assert first["machine"] is None and first["resumes"] == [{"args": 2}, {"args": 3}]
+    assert first["resume_machines"] == [None, {"cpu": "A"}]
+    path.write_text(json.dumps(first))
+    second = with_first_run_info(path, {"run_info": {"args": 4}, "machine": {"cpu": "B"}})
+    assert second["resume_machines"] == [None, {"cpu": "A"}, {"cpu": "B"}]
+    assert second["run_info"] == {"args": 1} and len(second["resumes"]) == 3
 
 
 def test_gin_seed_and_name_bindings_are_the_runs_without_the_flags(tmp_path):

@@ -2,9 +2,11 @@
 the grid of trials and its manifest."""
 
 import csv
+import os
 import signal
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -185,13 +187,17 @@ def test_manifest_refuses_a_different_grid(tmp_path):
     import json
 
     from super_sac.sweep.grid import Grid, GridMismatchError, write_manifest
+    from super_sac.utils import machine_info
 
     grid = Grid.make(["sac.gin"], ["Pendulum-v1"], "0-2", steps=300)
     manifest = write_manifest(tmp_path, grid)
     assert manifest["grid"]["seeds"] == [0, 1, 2]
     assert "git_commit" in manifest["code"] and manifest["packages"]["torch"]
+    # the machine: this one's, less the driver's thread count (each trial sets its own)
+    here = {k: v for k, v in machine_info().items() if k != "torch_threads"}
+    assert manifest["machine"] == here and here["cpu_count"] == os.cpu_count()
     again = write_manifest(tmp_path, grid)  # the same grid: accepted, recorded as a rerun
-    assert len(again["reruns"]) == 1
+    assert len(again["reruns"]) == 1 and again["reruns"][0]["machine"] == here
     assert json.loads((tmp_path / "manifest.json").read_text()) == again
     other = Grid.make(["sac.gin", "td3.gin"], ["Pendulum-v1"], "0-4", steps=300)
     with pytest.raises(GridMismatchError) as err:
@@ -431,6 +437,39 @@ def _fake_sweep(tmp_path, name, configs, seeds="0-2"):
         argv = ["--run_dir", str(trial.folder), "--seed", str(trial.seed)]
         subprocess.run([sys.executable, str(script), *argv], check=True)
     return tmp_path / name
+
+
+def test_a_report_warns_when_its_sweeps_ran_on_different_machines(tmp_path):
+    import json
+
+    from super_sac.sweep.grid import MANIFEST
+    from super_sac.sweep.report import processor_mix, write_report
+
+    a = _fake_sweep(tmp_path, "a", ["sac.gin"], seeds="0-1")
+    b = _fake_sweep(tmp_path, "b", ["td3.gin"], seeds="0-1")
+    assert processor_mix([a, b]) is None  # both manifests hold this machine
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning for one machine
+        write_report([a, b], out=tmp_path / "r1", plot=False)
+    # b was started on another processor model
+    manifest = json.loads((b / MANIFEST).read_text())
+    other = {"cpu": "AMD EPYC 9B14", "cpu_family": "25", "cpu_model": "17",
+             "cpu_count": 2, "torch_cpu_capability": "AVX512", "gpu": None}  # fmt: skip
+    manifest["machine"] = other
+    (b / MANIFEST).write_text(json.dumps(manifest))
+    message = processor_mix([a, b])
+    assert message.startswith("these sweeps ran on 2 processors (")
+    assert "AMD EPYC 9B14 (family 25, model 17), AVX512: b" in message
+    with pytest.warns(UserWarning, match="a difference between runs of two machines mixes"):
+        write_report([a, b], out=tmp_path / "r2", plot=False)
+    # a trial that ran (or was resumed) elsewhere counts too, with its sweep's name
+    manifest["machine"] = json.loads((a / MANIFEST).read_text())["machine"]
+    (b / MANIFEST).write_text(json.dumps(manifest))
+    assert processor_mix([a, b]) is None
+    trial = b / "td3" / "Pendulum-v1" / "seed_1" / "hparams.json"
+    trial.write_text(json.dumps({"machine": None, "resume_machines": [None, other]}))
+    assert "AMD EPYC 9B14 (family 25, model 17), AVX512: b" in processor_mix([a, b])
+    assert processor_mix([b]) is not None and processor_mix([a]) is None
 
 
 def test_representation_losses_reports_finished_trials_only(tmp_path, monkeypatch):

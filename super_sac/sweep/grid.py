@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from super_sac.checkpoint import list_checkpoints
-from super_sac.utils import atomic_write_json, sha256_file
+from super_sac.utils import atomic_write_json, machine_info, sha256_file
 
 MANIFEST = "manifest.json"
 SUMMARY = "summary.json"
@@ -499,10 +499,12 @@ def write_manifest(
     every file it includes (:func:`included_digests`) and of their settings with comments left
     out (:func:`settings_digests`), the code version (:func:`code_version`, with the files of
     :func:`grid_files` that its commit does not hold), the training script's sha256, the package
-    versions and the creation time. A rerun with the same grid and the same settings keeps it and
-    appends the code version of this run to ``reruns`` (with the files' sha256 where a comment
-    changed), so a sweep finished with changed code shows it. A manifest from before settings
-    digests holds a rerun to the files' bytes, and gains the digests when they match.
+    versions, the machine (:func:`~super_sac.utils.machine_info`; runs repeat to the digit on
+    one processor model only) and the creation time. A rerun with the same grid and the same
+    settings keeps it and appends the code version and machine of this run to ``reruns``
+    (with the files' sha256 where a comment changed), so a sweep finished with changed code
+    or on another machine shows it. A manifest from before settings digests holds a rerun to
+    the files' bytes, and gains the digests when they match.
 
     :param script: the training script (bare config names are looked up next to it); default
         ``grid.script``.
@@ -514,10 +516,13 @@ def write_manifest(
     sweep_dir = Path(sweep_dir)
     path = sweep_dir / MANIFEST
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    machine = machine_info()
+    del machine["torch_threads"]  # the driver's, not the trials' (each trial sets its own)
     current = {
         "time": now,
         "code": code_version(files=grid_files(grid, script)),
         "packages": package_versions(),
+        "machine": machine,
     }
     trainer = script if script is not None else grid.script
     if trainer is not None:  # None: the script is not there (the trials will say so)

@@ -4,12 +4,14 @@ Markdown and a JSON table, and PNG learning curves (one panel per env, one line 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from warnings import warn
 
 import numpy as np
 
@@ -25,6 +27,7 @@ from super_sac.sweep.archive import (
     read_evaluations,
     recover_evaluations,
 )
+from super_sac.sweep.grid import MANIFEST
 from super_sac.sweep.plots import plot_curves, plot_runs
 from super_sac.sweep.runs import METRICS, _as_list, _gather, collect, is_offline_only, read_curve
 from super_sac.sweep.stats import (
@@ -452,6 +455,56 @@ def copy_evaluations(
     return [folder / name for name in index]
 
 
+def _processor_label(machine: dict[str, Any]) -> str:
+    """The processor of a :func:`~super_sac.utils.machine_info` record (a GPU is left out: a
+    sweep's manifest, written by its driver, names none, while its trials may)."""
+    cpu = machine.get("cpu") or "unknown processor"
+    if machine.get("cpu_family") is not None:
+        cpu += f" (family {machine['cpu_family']}, model {machine.get('cpu_model')})"
+    capability = machine.get("torch_cpu_capability")
+    return f"{cpu}, {capability}" if capability else cpu
+
+
+def processor_mix(sweep_dirs: SweepDirs) -> str | None:
+    """A warning when ``sweep_dirs`` record more than one processor model
+    (:func:`~super_sac.utils.machine_info`), else ``None``: the machines of their manifests
+    (the driver's, at the start and at each rerun) and of their trials' ``hparams.json``
+    (where each trial ran, resumes included; a Ray cluster's trials may run elsewhere than the
+    driver). Runs repeat to the digit on one processor model but not across models, so the
+    differences between configs run on different machines (paired ones included) mix the
+    setting with the machine. Records from before machines were recorded are not counted."""
+    where: dict[str, list[str]] = {}
+
+    def add(machine: Any, folder: Path) -> None:
+        if isinstance(machine, dict):
+            names = where.setdefault(_processor_label(machine), [])
+            if folder.name not in names:
+                names.append(folder.name)
+
+    for folder in map(Path, _as_list(sweep_dirs)):
+        path = folder / MANIFEST
+        if path.is_file():
+            manifest = json.loads(path.read_text())
+            for session in [manifest, *manifest.get("reruns", [])]:
+                add(session.get("machine") if isinstance(session, dict) else None, folder)
+        for hparams_file in folder.rglob("hparams.json"):
+            try:
+                hparams = json.loads(hparams_file.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(hparams, dict):
+                for machine in [hparams.get("machine"), *(hparams.get("resume_machines") or [])]:
+                    add(machine, folder)
+    if len(where) < 2:
+        return None
+    listed = "; ".join(f"{label}: {', '.join(names)}" for label, names in where.items())
+    return (
+        f"these sweeps ran on {len(where)} processors ({listed}). Runs repeat to the digit on one "
+        "processor model only, so a difference between runs of two machines mixes the setting "
+        "with the machine. Fix: compare configs run on one machine (rerun the other side there)"
+    )
+
+
 def write_report(
     sweep_dirs: SweepDirs,
     metric: str = "eval_return",
@@ -497,6 +550,9 @@ def write_report(
         archives=archives,
         paired=paired,
     )
+    mix = processor_mix(dirs)
+    if mix is not None:
+        warn(mix, stacklevel=2)
     if not any(row["final"]["n"] for row in report["rows"]):
         raise ValueError(
             "no finished trial to report yet. Fix: run the sweep until some trials finish (a "
@@ -529,6 +585,7 @@ __all__ = [  # with the names that lived here before the module was split, for o
     "paired_differences",
     "paired_entry",
     "plot_curves",
+    "processor_mix",
     "plot_runs",
     "pooled_paired_entry",
     "read_curve",
