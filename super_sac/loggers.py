@@ -359,8 +359,9 @@ def with_first_run_info(path: Path, hparams: dict[str, Any]) -> dict[str, Any]:
         return list(value) if isinstance(value, list) else []
 
     resumes = listed("resumes")
-    # (None for the sessions of a run from before machines were recorded, one per session)
-    machines = listed("resume_machines") or [None] * len(resumes)
+    # one per resume, None for sessions from before machines were recorded
+    machines = listed("resume_machines")[: len(resumes)]
+    machines += [None] * (len(resumes) - len(machines))
     return {
         **hparams,
         "run_info": earlier["run_info"],
@@ -368,6 +369,20 @@ def with_first_run_info(path: Path, hparams: dict[str, Any]) -> dict[str, Any]:
         "resumes": [*resumes, hparams.get("run_info")],
         "resume_machines": [*machines, hparams.get("machine")],
     }
+
+
+def record_resumed_machine(path: Path, machine: dict[str, Any]) -> None:
+    """Append ``machine`` (:func:`~super_sac.utils.machine_info`) to the ``resume_machines`` of
+    the ``hparams.json`` at ``path``, for scripts that keep a run's first ``hparams.json`` on
+    resume (the d3rlpy peer's trials); a missing or unreadable file is left as it is."""
+    try:
+        hparams = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if isinstance(hparams, dict):
+        earlier = hparams.get("resume_machines")
+        hparams["resume_machines"] = [*(earlier if isinstance(earlier, list) else []), machine]
+        atomic_write_json(path, hparams)
 
 
 def check_writable(run_dir: Path, needed_bytes: int) -> None:

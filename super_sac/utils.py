@@ -10,6 +10,7 @@ import os
 import pickle
 import platform
 import random
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -129,6 +130,16 @@ def cpuinfo_fields(text: str) -> dict[str, str]:
     return fields
 
 
+def _macos_cpu_name() -> str | None:
+    try:
+        out = subprocess.run(
+            ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
 def machine_info(device: str | torch.device | None = None) -> dict[str, Any]:
     """What a run computes on, for the records of its results: runs repeat to the digit on one
     processor model and thread count, but not across processor models (their vector kernels
@@ -136,22 +147,26 @@ def machine_info(device: str | torch.device | None = None) -> dict[str, Any]:
 
     :param device: the torch device the run uses; a CUDA device adds its name. Without one no
         CUDA context is opened (a sweep driver starts its trials afterwards).
-    :return: ``cpu`` (the model name: ``/proc/cpuinfo`` on Linux, else
-        :func:`platform.processor`), ``cpu_family`` and ``cpu_model`` (x86 Linux; else
+    :return: ``cpu`` (the model name: ``/proc/cpuinfo``'s on Linux, ``sysctl``'s on macOS, else
+        :func:`platform.processor` or the architecture), ``cpu_family`` and ``cpu_model`` (x86
+        Linux: the family and model numbers; ARM Linux: the implementer and part codes; else
         ``None``), ``cpu_count`` (logical CPUs), ``torch_threads``, ``torch_cpu_capability``
-        (the instruction set torch's CPU kernels dispatch to, e.g. ``AVX512``) and ``gpu``
-        (the CUDA device's name, or ``None``).
+        (the instruction set torch's CPU kernels dispatch to, e.g. ``AVX512``) and ``gpu`` (the
+        CUDA device's name, or ``None``).
     """
     try:
         fields = cpuinfo_fields(Path("/proc/cpuinfo").read_text())
     except OSError:
         fields = {}
+    name = fields.get("model name")
+    if name is None and platform.system() == "Darwin":
+        name = _macos_cpu_name()
     capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
     device = torch.device(device) if device is not None else None
     return {
-        "cpu": fields.get("model name") or platform.processor() or platform.machine() or None,
-        "cpu_family": fields.get("cpu family"),
-        "cpu_model": fields.get("model"),
+        "cpu": name or platform.processor() or platform.machine() or None,
+        "cpu_family": fields.get("cpu family", fields.get("CPU implementer")),
+        "cpu_model": fields.get("model", fields.get("CPU part")),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "torch_cpu_capability": capability() if capability is not None else None,

@@ -227,9 +227,12 @@ def test_resume_keeps_the_runs_options_and_refuses_changed_ones(tmp_path):
     assert all({k: v for k, v in m.items() if k != "torch_threads"} == here for m in sessions)
 
 
-def test_machine_records_read_the_processor_and_list_each_resumed_session(tmp_path):
+def test_machine_records_read_the_processor_and_list_each_resumed_session(tmp_path, monkeypatch):
+    import platform
+
     import torch
 
+    from super_sac import utils
     from super_sac.loggers import with_first_run_info
     from super_sac.utils import cpuinfo_fields
 
@@ -245,6 +248,13 @@ def test_machine_records_read_the_processor_and_list_each_resumed_session(tmp_pa
     assert info["gpu"] is None and info["cpu"] and info["torch_threads"] == torch.get_num_threads()
     assert info["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert json.loads(json.dumps(info)) == info
+    # ARM Linux names no model: the implementer and part codes stand for family and model
+    arm = {"processor": "0", "CPU implementer": "0x41", "CPU part": "0xd0c"}
+    monkeypatch.setattr(utils, "cpuinfo_fields", lambda text: arm)
+    info = machine_info()
+    assert (info["cpu_family"], info["cpu_model"]) == ("0x41", "0xd0c")
+    assert info["cpu"] == (platform.processor() or platform.machine())
+    monkeypatch.undo()
     # a run from before machines were recorded, resumed once then: its sessions so far get None
     path = tmp_path / "hparams.json"
     path.write_text(json.dumps({"run_info": {"args": 1}, "resumes": [{"args": 2}]}))

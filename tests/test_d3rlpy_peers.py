@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from super_sac.utils import machine_info
+
 pytest.importorskip("d3rlpy")
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -257,6 +259,10 @@ def test_an_interrupted_trial_resumes_from_its_last_checkpoint(
     assert [line.split(",")[2] for line in lines[1:]] == ["2", "4", "6"]
     ckpts = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
     assert ckpts == ["ckpt_4", "ckpt_6"]  # the two newest kept
+    # the first session's record is kept, with where the resumed one ran
+    hparams = json.loads((tmp_path / "hparams.json").read_text())
+    here = machine_info("cpu")
+    assert hparams["machine"] == here and hparams["resume_machines"] == [here]
 
     # resuming with other settings is refused, naming them
     (tmp_path / "summary.json").unlink()

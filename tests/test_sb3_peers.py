@@ -2,6 +2,7 @@
 files a report reads, evaluations seeded like ours, and the errors of a bad peer file."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,7 @@ def test_an_sb3_sweep_runs_through_the_runner_and_reports_beside_ours(tmp_path):
         assert [r.split(",")[0] for r in rows[1:]] == ["100", "200", "250"]
         hparams = json.loads((t.folder / "hparams.json").read_text())
         assert hparams["algo"] == "SAC" and hparams["seed"] == t.seed
+        assert hparams["machine"]["cpu_count"] == os.cpu_count()  # where it ran
         assert hparams["hyperparams"]["batch_size"] == 256
     (row,) = build_report(tmp_path / "sb3")["rows"]
     assert row["config"] == "sb3_sac" and row["final"]["n"] == 2

@@ -463,13 +463,44 @@ def test_a_report_warns_when_its_sweeps_ran_on_different_machines(tmp_path):
     with pytest.warns(UserWarning, match="a difference between runs of two machines mixes"):
         write_report([a, b], out=tmp_path / "r2", plot=False)
     # a trial that ran (or was resumed) elsewhere counts too, with its sweep's name
-    manifest["machine"] = json.loads((a / MANIFEST).read_text())["machine"]
+    here = json.loads((a / MANIFEST).read_text())["machine"]
+    manifest["machine"] = here
     (b / MANIFEST).write_text(json.dumps(manifest))
     assert processor_mix([a, b]) is None
     trial = b / "td3" / "Pendulum-v1" / "seed_1" / "hparams.json"
     trial.write_text(json.dumps({"machine": None, "resume_machines": [None, other]}))
     assert "AMD EPYC 9B14 (family 25, model 17), AVX512: b" in processor_mix([a, b])
-    assert processor_mix([b]) is not None and processor_mix([a]) is None
+    assert processor_mix([a]) is None and processor_mix([b]) is None  # one processor each
+    # where trials record their machines, the driver's (a Ray client elsewhere) does not count
+    trial.write_text(json.dumps({"machine": {**here, "gpu": "NVIDIA H100", "torch_threads": 1}}))
+    manifest["machine"] = other
+    (b / MANIFEST).write_text(json.dumps(manifest))
+    assert processor_mix([a, b]) is None
+    # malformed records are skipped, not fatal (the report ends every sweep run)
+    manifest.update(reruns=None, machine={"cpu": 7})
+    (b / MANIFEST).write_text(json.dumps(manifest))
+    trial.write_text(json.dumps({"machine": 3, "resume_machines": 3}))
+    assert "7: b" in processor_mix([a, b])
+    assert "7: b" in processor_mix([a, b / "td3" / ".."])  # named by the folder it resolves to
+
+
+def test_a_kept_hparams_json_lists_where_each_resumed_session_ran(tmp_path):
+    import json
+
+    from super_sac.loggers import record_resumed_machine
+
+    path = tmp_path / "hparams.json"
+    record_resumed_machine(path, {"cpu": "A"})  # no file: nothing written
+    assert not path.exists()
+    path.write_text(json.dumps({"seed": 3, "machine": {"cpu": "A"}}))
+    record_resumed_machine(path, {"cpu": "B"})
+    record_resumed_machine(path, {"cpu": "C"})
+    recorded = json.loads(path.read_text())
+    assert recorded == {
+        "seed": 3,
+        "machine": {"cpu": "A"},
+        "resume_machines": [{"cpu": "B"}, {"cpu": "C"}],
+    }
 
 
 def test_representation_losses_reports_finished_trials_only(tmp_path, monkeypatch):

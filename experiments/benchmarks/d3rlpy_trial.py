@@ -56,9 +56,10 @@ from super_sac.checkpoint import checkpoint_root, list_checkpoints, remove_incom
 from super_sac.collector import episode_seed
 from super_sac.datasets import load_transitions
 from super_sac.evaluation import evaluate_agent
+from super_sac.loggers import record_resumed_machine
 from super_sac.reporting import EVAL_CSV, EVAL_ENV_INDEX, append_eval_csv, eval_csv_text
 from super_sac.sweep.grid import SUMMARY
-from super_sac.utils import atomic_write_json, atomic_write_text, get_device
+from super_sac.utils import atomic_write_json, atomic_write_text, get_device, machine_info
 from super_sac.wrappers import make_gym_env
 
 ALGOS = ("bc", "iql", "td3bc", "awac")
@@ -386,8 +387,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "d3rlpy": d3rlpy.__version__,
                 "torch": torch.__version__,
                 "device": device,
+                "machine": machine_info(device),
             },
         )
+    else:  # where this session goes on (runs repeat to the digit on one processor model only)
+        record_resumed_machine(run_dir / "hparams.json", machine_info(device))
     summary = train(
         settings, args.env, args.seed, data, run_dir, resume=bool(args.resume), device=device
     )

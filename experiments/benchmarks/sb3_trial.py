@@ -45,7 +45,7 @@ from super_sac.collector import episode_seed
 from super_sac.evaluation import evaluate_agent
 from super_sac.reporting import EVAL_CSV, EVAL_ENV_INDEX, append_eval_csv, eval_csv_text
 from super_sac.sweep.grid import SUMMARY
-from super_sac.utils import atomic_write_json, atomic_write_text
+from super_sac.utils import atomic_write_json, atomic_write_text, machine_info
 from super_sac.wrappers import MinAtarEnv
 
 ALGOS = ("SAC", "TD3", "DQN", "DDPG")
@@ -329,6 +329,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "config": args.config,
             "stable_baselines3": stable_baselines3.__version__,
             "torch": torch.__version__,
+            "machine": machine_info(),
         },
     )
     summary = train(settings, args.env, args.seed, args.steps, run_dir)

@@ -458,43 +458,56 @@ def copy_evaluations(
 def _processor_label(machine: dict[str, Any]) -> str:
     """The processor of a :func:`~super_sac.utils.machine_info` record (a GPU is left out: a
     sweep's manifest, written by its driver, names none, while its trials may)."""
-    cpu = machine.get("cpu") or "unknown processor"
+    cpu = str(machine.get("cpu") or "unknown processor")
     if machine.get("cpu_family") is not None:
         cpu += f" (family {machine['cpu_family']}, model {machine.get('cpu_model')})"
     capability = machine.get("torch_cpu_capability")
     return f"{cpu}, {capability}" if capability else cpu
 
 
+def _listed(record: Any, key: str) -> list[Any]:
+    value = record.get(key) if isinstance(record, dict) else None
+    return list(value) if isinstance(value, list) else []
+
+
+def _recorded_machines(folder: Path) -> list[dict[str, Any]]:
+    """The machines a sweep folder records: its trials' (each ``hparams.json``'s first session
+    and resumes), or, where no trial records one (older runs, peers' trials), its manifest's
+    (the sweep driver's, at the start and at each rerun; with a Ray cluster the driver may be
+    another machine than the trials', so it counts only in their absence)."""
+    trials = []
+    for hparams_file in folder.rglob("hparams.json"):
+        try:
+            hparams = json.loads(hparams_file.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(hparams, dict):
+            trials += [hparams.get("machine"), *_listed(hparams, "resume_machines")]
+    found = [m for m in trials if isinstance(m, dict)]
+    if found or not (folder / MANIFEST).is_file():
+        return found
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return []
+    sessions = [manifest, *_listed(manifest, "reruns")]
+    machines = [s.get("machine") for s in sessions if isinstance(s, dict)]
+    return [m for m in machines if isinstance(m, dict)]
+
+
 def processor_mix(sweep_dirs: SweepDirs) -> str | None:
     """A warning when ``sweep_dirs`` record more than one processor model
-    (:func:`~super_sac.utils.machine_info`), else ``None``: the machines of their manifests
-    (the driver's, at the start and at each rerun) and of their trials' ``hparams.json``
-    (where each trial ran, resumes included; a Ray cluster's trials may run elsewhere than the
-    driver). Runs repeat to the digit on one processor model but not across models, so the
-    differences between configs run on different machines (paired ones included) mix the
-    setting with the machine. Records from before machines were recorded are not counted."""
+    (:func:`_recorded_machines`, :func:`~super_sac.utils.machine_info`), else ``None``. Runs
+    repeat to the digit on one processor model but not across models, so the differences
+    between configs run on different machines (paired ones included) mix the setting with the
+    machine. Records from before machines were recorded are not counted, nor are archives."""
     where: dict[str, list[str]] = {}
-
-    def add(machine: Any, folder: Path) -> None:
-        if isinstance(machine, dict):
-            names = where.setdefault(_processor_label(machine), [])
-            if folder.name not in names:
-                names.append(folder.name)
-
     for folder in map(Path, _as_list(sweep_dirs)):
-        path = folder / MANIFEST
-        if path.is_file():
-            manifest = json.loads(path.read_text())
-            for session in [manifest, *manifest.get("reruns", [])]:
-                add(session.get("machine") if isinstance(session, dict) else None, folder)
-        for hparams_file in folder.rglob("hparams.json"):
-            try:
-                hparams = json.loads(hparams_file.read_text())
-            except (OSError, ValueError):
-                continue
-            if isinstance(hparams, dict):
-                for machine in [hparams.get("machine"), *(hparams.get("resume_machines") or [])]:
-                    add(machine, folder)
+        name = folder.resolve().name
+        for machine in _recorded_machines(folder):
+            names = where.setdefault(_processor_label(machine), [])
+            if name not in names:
+                names.append(name)
     if len(where) < 2:
         return None
     listed = "; ".join(f"{label}: {', '.join(names)}" for label, names in where.items())
