@@ -282,3 +282,19 @@ def test_speed_ratios_are_summarised_with_an_interval_over_rounds():
     assert bench_utils.format_ratio_interval([1.5, 1.7, 1.6, 1.8]) == (
         f"1.65 [{low:.2f}, {high:.2f}]"
     )
+
+
+def test_the_minatar_random_reference_plays_the_chosen_game_and_writes_nothing(
+    tmp_path, monkeypatch, capsys
+):
+    """``minatar_breakout.py --random_only``: the random-policy row of the MinAtar tables."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import minatar_breakout as bench
+
+    monkeypatch.setattr(bench.bench_utils, "RESULTS_DIR", tmp_path)
+    out = bench.main(["--game", "space_invaders", "--random_only", "--random_episodes", "4"])
+    assert out == {"random": bench.run_random(0, 4, "space_invaders")}
+    assert out["random"]["episodes"] == 4
+    assert out["random"] != bench.run_random(0, 4, "breakout")  # the game reaches the env
+    assert "random policy on space_invaders: " in capsys.readouterr().out
+    assert not any(tmp_path.iterdir())
