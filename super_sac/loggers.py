@@ -12,7 +12,13 @@ from typing import IO, TYPE_CHECKING, Any
 import gin
 
 from super_sac.checkpoint import CheckpointError
-from super_sac.utils import atomic_write_json, atomic_write_text, make_run_dir, try_lock
+from super_sac.utils import (
+    atomic_write_json,
+    atomic_write_text,
+    json_list,
+    make_run_dir,
+    try_lock,
+)
 
 if TYPE_CHECKING:
     from super_sac.config import TrainConfig
@@ -353,14 +359,9 @@ def with_first_run_info(path: Path, hparams: dict[str, Any]) -> dict[str, Any]:
         return hparams
     if not isinstance(earlier, dict) or "run_info" not in earlier:
         return hparams  # (a first session from Python has a run_info of None, kept as such)
-
-    def listed(key: str) -> list[Any]:
-        value = earlier.get(key)
-        return list(value) if isinstance(value, list) else []
-
-    resumes = listed("resumes")
+    resumes = json_list(earlier, "resumes")
     # one per resume, None for sessions from before machines were recorded
-    machines = listed("resume_machines")[: len(resumes)]
+    machines = json_list(earlier, "resume_machines")[: len(resumes)]
     machines += [None] * (len(resumes) - len(machines))
     return {
         **hparams,
@@ -380,8 +381,7 @@ def record_resumed_machine(path: Path, machine: dict[str, Any]) -> None:
     except (OSError, ValueError):
         return
     if isinstance(hparams, dict):
-        earlier = hparams.get("resume_machines")
-        hparams["resume_machines"] = [*(earlier if isinstance(earlier, list) else []), machine]
+        hparams["resume_machines"] = [*json_list(hparams, "resume_machines"), machine]
         atomic_write_json(path, hparams)
 
 

@@ -198,6 +198,13 @@ def atomic_write_json(path: str | os.PathLike, data: Any) -> None:
     atomic_write_text(path, json.dumps(data, indent=2, default=str) + "\n")
 
 
+def json_list(record: Any, key: str) -> list[Any]:
+    """``record[key]`` as a new list when ``record`` is a dict holding a list there, else ``[]``
+    (for optional list fields of JSON records that older or hand-edited files may lack)."""
+    value = record.get(key) if isinstance(record, dict) else None
+    return list(value) if isinstance(value, list) else []
+
+
 def nan_to_none(data: Any) -> Any:
     """``data`` with every NaN or infinite float (in nested dicts, lists and tuples) replaced by
     ``None``, so that its JSON is standard (``null``, not the bare ``NaN`` that strict parsers

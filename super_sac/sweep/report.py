@@ -27,7 +27,7 @@ from super_sac.sweep.archive import (
     read_evaluations,
     recover_evaluations,
 )
-from super_sac.sweep.grid import MANIFEST
+from super_sac.sweep.grid import read_manifest
 from super_sac.sweep.plots import plot_curves, plot_runs
 from super_sac.sweep.runs import METRICS, _as_list, _gather, collect, is_offline_only, read_curve
 from super_sac.sweep.stats import (
@@ -39,7 +39,7 @@ from super_sac.sweep.stats import (
     run_scores,
     stratified_bootstrap_ci,
 )
-from super_sac.utils import atomic_write_json, atomic_write_text
+from super_sac.utils import atomic_write_json, atomic_write_text, json_list
 
 STATISTICS = {"mean": np.mean, "median": np.median, "iqm": iqm}
 
@@ -465,11 +465,6 @@ def _processor_label(machine: dict[str, Any]) -> str:
     return f"{cpu}, {capability}" if capability else cpu
 
 
-def _listed(record: Any, key: str) -> list[Any]:
-    value = record.get(key) if isinstance(record, dict) else None
-    return list(value) if isinstance(value, list) else []
-
-
 def _recorded_machines(folder: Path) -> list[dict[str, Any]]:
     """The machines a sweep folder records: its trials' (each ``hparams.json``'s first session
     and resumes), or, where no trial records one (older runs, peers' trials), its manifest's
@@ -482,15 +477,15 @@ def _recorded_machines(folder: Path) -> list[dict[str, Any]]:
         except (OSError, ValueError):
             continue
         if isinstance(hparams, dict):
-            trials += [hparams.get("machine"), *_listed(hparams, "resume_machines")]
+            trials += [hparams.get("machine"), *json_list(hparams, "resume_machines")]
     found = [m for m in trials if isinstance(m, dict)]
-    if found or not (folder / MANIFEST).is_file():
+    if found:
         return found
     try:
-        manifest = json.loads((folder / MANIFEST).read_text())
-    except (OSError, ValueError):
+        manifest = read_manifest(folder)
+    except (OSError, ValueError):  # none (FileNotFoundError), or not JSON
         return []
-    sessions = [manifest, *_listed(manifest, "reruns")]
+    sessions = [manifest, *json_list(manifest, "reruns")]
     machines = [s.get("machine") for s in sessions if isinstance(s, dict)]
     return [m for m in machines if isinstance(m, dict)]
 
