@@ -2098,3 +2098,60 @@ def test_the_report_module_still_serves_the_names_it_had_before_the_split():
     assert report.plot_runs is plots.plot_runs
     with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
         report.no_such_name  # noqa: B018
+
+
+def test_factorial_effects_and_interaction_computed_by_hand(tmp_path, capsys):
+    import importlib.util
+
+    path = _RESULTS.parent / "factorial.py"
+    spec = importlib.util.spec_from_file_location("factorial", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    finals = {  # corner -> seed -> final of a curve 0 (at 1k steps) -> final (at 2k)
+        "base": {0: 1.0, 1: 2.0},
+        "a": {0: 3.0, 1: 2.0},
+        "b": {0: 4.0, 1: 6.0},
+        "ab": {0: 10.0, 1: 5.0, 2: 7.0},  # seed 2 is in no other corner: left out
+    }
+    for corner, by_seed in finals.items():
+        folder = tmp_path / corner / "evaluations"
+        folder.mkdir(parents=True)
+        for seed, final in by_seed.items():
+            rows = ["env_steps,phase,phase_step,return_mean", "1000,online,1000,0"]
+            rows.append(f"2000,online,2000,{final}")
+            (folder / f"c_cartpole_seed{seed}.csv").write_text("\n".join(rows) + "\n")
+    folders = [tmp_path / c for c in ("base", "a", "b", "ab")]
+    rows = script.effects(*folders, config="c", last=1)
+    expected = {
+        "A, B off": {0: 2.0, 1: 0.0},  # a - base
+        "A, B on": {0: 6.0, 1: -1.0},  # ab - b
+        "A, main": {0: 4.0, 1: -0.5},
+        "B, A off": {0: 3.0, 1: 4.0},  # b - base
+        "B, A on": {0: 7.0, 1: 3.0},  # ab - a
+        "B, main": {0: 5.0, 1: 3.5},
+        "interaction": {0: 4.0, 1: -1.0},  # ab - a - b + base
+    }
+    for row, by_seed in expected.items():
+        assert rows[row]["final"] == pytest.approx(by_seed), row
+        assert rows[row]["last"] == pytest.approx(by_seed), row
+        # one trapezoid from 0 at 1k steps: the area is half the final, and so are its effects
+        assert rows[row]["auc"] == pytest.approx({s: v / 2 for s, v in by_seed.items()}), row
+    script.main([*map(str, folders), "--config", "c", "--a_name", "init", "--b_name", "shift"])
+    out = capsys.readouterr().out
+    assert out.startswith("c: init and shift crossed, paired by seed (seeds 0, 1)")
+    assert f"- AB: {tmp_path / 'ab'}" in out
+    # two seeds: the bootstrap interval runs from both at the lower value to both at the upper
+    row = "| interaction (what init adds with shift on, minus with shift off) | +1.5 [-1.0, 4.0]"
+    assert row + " (1 up, 1 down of 2) |" in out
+    assert "| shift, main effect (mean of the two) | +4.2 [3.5, 5.0] (2 up, 0 down of 2) |" in out
+    with pytest.raises(SystemExit, match="give four report folders"):
+        script.table(folders[:3], "c")
+    with pytest.raises(SystemExit, match="has no run of 'd'"):
+        script.effects(*folders, config="d")
+    lone = tmp_path / "lone" / "evaluations"
+    lone.mkdir(parents=True)
+    (lone / "c_cartpole_seed5.csv").write_text(
+        "env_steps,phase,phase_step,return_mean\n1000,online,1000,0\n2000,online,2000,1\n"
+    )
+    with pytest.raises(SystemExit, match="share no seed"):
+        script.effects(folders[0], folders[1], folders[2], tmp_path / "lone", config="c")
