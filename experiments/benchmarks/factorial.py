@@ -30,12 +30,13 @@ import argparse
 import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 from super_sac.sweep.report import paired_cell
 from super_sac.sweep.stats import SCORES, paired_entry
 
 
-def _pooled_paired():
+def _pooled_paired() -> ModuleType:
     """``pooled_paired.py`` beside this file (the benchmarks folder is not a package)."""
     name = "pooled_paired"
     if name not in sys.modules:
