@@ -2100,9 +2100,10 @@ def test_the_report_module_still_serves_the_names_it_had_before_the_split():
         report.no_such_name  # noqa: B018
 
 
-def test_factorial_effects_and_interaction_computed_by_hand(tmp_path, capsys):
+def test_factorial_effects_and_interaction_computed_by_hand(tmp_path, capsys, monkeypatch):
     import importlib.util
 
+    monkeypatch.syspath_prepend(str(_RESULTS.parent))  # it imports its sibling pooled_paired
     path = _RESULTS.parent / "factorial.py"
     spec = importlib.util.spec_from_file_location("factorial", path)
     script = importlib.util.module_from_spec(spec)

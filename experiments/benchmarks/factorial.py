@@ -27,25 +27,12 @@ Usage (the pixel cartpole_swingup runs; A is the delta-orthogonal init, B the pi
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
+
+import pooled_paired  # the sibling script, as the other benchmarks import bench_utils
 
 from super_sac.sweep.report import paired_cell
 from super_sac.sweep.stats import SCORES, paired_entry
-
-
-def _pooled_paired() -> ModuleType:
-    """``pooled_paired.py`` beside this file (the benchmarks folder is not a package)."""
-    name = "pooled_paired"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
 
 Effects = dict[str, dict[str, dict[int, float]]]  # row -> score -> seed -> value
 
@@ -66,7 +53,7 @@ def effects(
         ``ab``: with both. Each holds runs of ``config``.
     :raises SystemExit: when a folder lacks the config, or the four share no seed.
     """
-    paired = _pooled_paired().paired_scores
+    paired = pooled_paired.paired_scores
     a_off = paired(a, config, config, env, last, base_folder=base)  # A - BASE
     a_on = paired(ab, config, config, env, last, base_folder=b)  # AB - B
     b_off = paired(b, config, config, env, last, base_folder=base)  # B - BASE
