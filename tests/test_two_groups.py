@@ -78,6 +78,9 @@ def test_difference_interval_by_hand():
     assert out["a"]["mean"] == {"value": 0.5, "ci_low": 0.0, "ci_high": 1.0}
     assert out["b"] == {"n": 1, "mean": {"value": 5.0, "ci_low": 5.0, "ci_high": 5.0}}
     assert out["permutation"]["splits"] == 3
+    # the other way round: b is resampled too, so its spread reaches the difference
+    swapped = two_group_entry([5.0], [0.0, 1.0])
+    assert swapped["difference"] == {"value": 4.5, "ci_low": 4.0, "ci_high": 5.0}
 
 
 def test_groups_must_hold_scores():

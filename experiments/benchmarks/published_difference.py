@@ -110,12 +110,12 @@ def compare(
                     f"{', '.join(str(f) for f in sorted(side))}). Fix: --at those frames, or "
                     "check --frames_per_step"
                 )
-        a = [ours[frame][s] for s in sorted(ours[frame])]
-        b = [published[frame][s] for s in sorted(published[frame])]
+        per_seed_a = {str(s): ours[frame][s] for s in sorted(ours[frame])}
+        per_seed_b = {str(s): published[frame][s] for s in sorted(published[frame])}
+        a, b = list(per_seed_a.values()), list(per_seed_b.values())
         entry = two_group_entry(a, b, reps=reps)
         entry["frame"] = frame
-        entry["a"]["per_seed"] = {str(s): ours[frame][s] for s in sorted(ours[frame])}
-        entry["b"]["per_seed"] = {str(s): published[frame][s] for s in sorted(published[frame])}
+        entry["a"]["per_seed"], entry["b"]["per_seed"] = per_seed_a, per_seed_b
         if above is not None:
             entry["above"] = {
                 "threshold": above,
