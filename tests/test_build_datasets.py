@@ -3,7 +3,6 @@
 training run's replay up to the medium checkpoint (super_sac.checkpoint.checkpoint_episodes),
 and --numerics portable fixes MKL's code branch and torch's kernel level (or says why it cannot)."""
 
-import importlib.util
 import json
 import os
 import platform
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from script_loader import load_script
 
 from super_sac import ReplayBuffer
 from super_sac import datasets as ds
@@ -29,12 +29,7 @@ TINY["eval_episodes"] = 1
 
 
 def _load_script():
-    spec = importlib.util.spec_from_file_location(
-        "build_datasets", ROOT / "experiments/offline/build_datasets.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "experiments/offline/build_datasets.py")
 
 
 @pytest.fixture(scope="module")

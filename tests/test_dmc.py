@@ -3,14 +3,13 @@
 Small images (32 px) and short runs keep these fast; dm_control renders headless (EGL).
 """
 
-import importlib.util
 import inspect
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from script_loader import load_script
 
 pytest.importorskip("dm_control")
 
@@ -43,13 +42,11 @@ HAS_K_M = "aug_target_samples" in inspect.signature(super_sac.super_sac).paramet
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "train_dmc_from_pixels", DMC / "train_dmc_from_pixels.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(DMC / "train_dmc_from_pixels.py", register=True)
+
+
+def _recorder():
+    return load_script(DMC / "record_replay.py", name="dmc_record")
 
 
 def _bindings(extra=()):
@@ -278,9 +275,7 @@ def test_script_trains_a_few_steps_from_states(tmp_path):
 
 
 def test_script_records_a_pixel_dataset_and_clones_it(tmp_path):
-    record = importlib.util.spec_from_file_location("dmc_record", DMC / "record_replay.py")
-    module = importlib.util.module_from_spec(record)
-    record.loader.exec_module(module)
+    module = _recorder()
     npz = tmp_path / "px.npz"
     env_flags = [
         "--domain",
@@ -319,9 +314,7 @@ def test_replay_of_a_pixel_run_is_written_as_its_frame_stacked_episodes(tmp_path
     """--replay reads a pixel run's frame-deduplicated buffer back as whole stacks, in order."""
     from super_sac import datasets as ds
 
-    record = importlib.util.spec_from_file_location("dmc_record", DMC / "record_replay.py")
-    module = importlib.util.module_from_spec(record)
-    record.loader.exec_module(module)
+    module = _recorder()
     env_flags = ["--domain", "cartpole", "--task", "swingup", "--image_size", "32",
                  "--action_repeat", "8"]  # fmt: skip
     run = tmp_path / "run"
@@ -392,9 +385,7 @@ def test_replay_of_a_pixel_run_is_written_as_its_frame_stacked_episodes(tmp_path
 
 
 def test_pixel_options_with_from_states_are_refused(capsys):
-    record = importlib.util.spec_from_file_location("dmc_record", DMC / "record_replay.py")
-    module = importlib.util.module_from_spec(record)
-    record.loader.exec_module(module)
+    module = _recorder()
     for main, out in ((module.main, ["--npz", "x.npz"]), (_script().main, [])):
         with pytest.raises(SystemExit):
             main(["--from_states", "--image_size", "64", "--frame_stack", "2", *out])
@@ -402,9 +393,7 @@ def test_pixel_options_with_from_states_are_refused(capsys):
 
 
 def test_dmc_recorder_cuts_episodes_at_max_episode_steps(tmp_path):
-    record = importlib.util.spec_from_file_location("dmc_record", DMC / "record_replay.py")
-    module = importlib.util.module_from_spec(record)
-    record.loader.exec_module(module)
+    module = _recorder()
     argv = ["--domain", "cartpole", "--task", "swingup", "--from_states", "--transitions", "120",
             "--max_episode_steps", "50", "--npz", str(tmp_path / "states.npz")]  # fmt: skip
     summary = module.main(argv)

@@ -12,6 +12,7 @@ import gin
 import numpy as np
 import pytest
 import torch
+from script_loader import load_script
 
 import super_sac
 from super_sac import Agent, ReplayBuffer, cli, learning, nets
@@ -430,14 +431,7 @@ def test_offline_script_resumes_from_its_run_directory(dataset):
 
 def _benchmark_script(name):
     """The module of ``experiments/benchmarks/<name>.py`` (``name`` may hold a sub-folder)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        Path(name).name, ROOT / "experiments" / "benchmarks" / f"{name}.py"
-    )
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
+    return load_script(ROOT / "experiments" / "benchmarks" / f"{name}.py")
 
 
 def test_kept_fraction_diagnostic_scores_rescaled_dataset_actions(dataset, monkeypatch, capsys):

@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from script_loader import load_script
 
 from super_sac.reporting import EVAL_CSV_COLUMNS
 
@@ -509,7 +510,7 @@ def test_representation_losses_reports_finished_trials_only(tmp_path, monkeypatc
 
     sweep = _fake_sweep(tmp_path, "dr3", ["awac.gin"], seeds="0-1")
     (sweep / "awac" / "Pendulum-v1" / "seed_1" / SUMMARY).unlink()  # still running: a partial curve
-    script = _representation_script(monkeypatch)
+    script = _representation_script()
     rows = script.run_rows(sweep, [], last=2)
     assert [(r["config"], r["seed"]) for r in rows] == [("awac", 0)]
     assert rows[0]["final"] == pytest.approx(30.0)  # FAKE_SCRIPT's curve: 10, 20, 30 x (seed + 1)
@@ -521,23 +522,14 @@ def test_representation_losses_reports_finished_trials_only(tmp_path, monkeypatc
     assert result["rows"][0]["last_mean"] == pytest.approx(25.0)  # (20 + 30) / 2
 
 
-def _representation_script(monkeypatch):
-    import importlib.util
-
-    benchmarks = _RESULTS.parent
-    monkeypatch.syspath_prepend(str(benchmarks))
-    spec = importlib.util.spec_from_file_location(
-        "representation_losses", benchmarks / "representation_losses.py"
-    )
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
+def _representation_script():
+    return load_script(_RESULTS.parent / "representation_losses.py")
 
 
 def test_every_committed_representation_report_is_what_its_csv_files_say(monkeypatch, capsys):
     """The DR3 and Markov tables quote these reports (representation_losses.py's own form,
     without an evaluations/ folder): each must follow from the series committed beside it."""
-    script = _representation_script(monkeypatch)
+    script = _representation_script()
     reports = sorted(
         p.parent.name
         for p in _RESULTS.glob("*/report.json")
@@ -558,7 +550,7 @@ def test_a_representation_report_check_names_each_number_its_files_do_not_hold(
 
     from super_sac.sweep.check import check_report
 
-    script = _representation_script(monkeypatch)
+    script = _representation_script()
     folder = tmp_path / "dr3"
     shutil.copytree(_RESULTS / "dr3_minatar_breakout", folder)
     # sweep.py check points at the check of this form
@@ -780,15 +772,9 @@ def test_a_report_is_rebuilt_from_its_copied_evaluations_alone(tmp_path):
 
 
 def test_options_the_chosen_path_would_ignore_are_refused(tmp_path):
-    import importlib.util
-
     from super_sac.sweep.report import write_report
 
-    spec = importlib.util.spec_from_file_location(
-        "sweep_cli", Path(__file__).resolve().parents[1] / "experiments" / "sweep.py"
-    )
-    sweep_cli = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sweep_cli)
+    sweep_cli = load_script("experiments/sweep.py", name="sweep_cli")
     ours = _fake_sweep(tmp_path, "ours", ["sac.gin"], seeds="0")
     with pytest.raises(ValueError, match="--replace_evaluations replaces .* Fix: add --evaluat"):
         sweep_cli.main(["report", str(ours), "--no_plot", "--replace_evaluations"])
@@ -903,12 +889,7 @@ def test_every_committed_report_is_what_its_evaluations_say(folder):
 
 
 def test_solved_paired_counts_first_hits_and_solved_evaluations_by_seed(tmp_path, capsys):
-    import importlib.util
-
-    path = _RESULTS.parent / "solved_paired.py"
-    spec = importlib.util.spec_from_file_location("solved_paired", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script(_RESULTS.parent / "solved_paired.py")
     evaluations = tmp_path / "evaluations"
     evaluations.mkdir()
     curves = {  # evaluations at 1k, 2k, 3k, 4k steps
@@ -937,14 +918,9 @@ def test_solved_paired_counts_first_hits_and_solved_evaluations_by_seed(tmp_path
 
 
 def test_pooled_paired_pairs_within_each_folder_and_pools_by_folder(tmp_path, capsys):
-    import importlib.util
-
     from super_sac.sweep.stats import paired_entry, pooled_paired_entry
 
-    path = _RESULTS.parent / "pooled_paired.py"
-    spec = importlib.util.spec_from_file_location("pooled_paired", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script(_RESULTS.parent / "pooled_paired.py")
     finals = {  # (machine, config, seed): curve 0 -> final over evaluations at 1k and 2k steps
         ("a", "base", 0): 4.0,
         ("a", "new", 0): 6.0,  # +2
@@ -2100,14 +2076,8 @@ def test_the_report_module_still_serves_the_names_it_had_before_the_split():
         report.no_such_name  # noqa: B018
 
 
-def test_factorial_effects_and_interaction_computed_by_hand(tmp_path, capsys, monkeypatch):
-    import importlib.util
-
-    monkeypatch.syspath_prepend(str(_RESULTS.parent))  # it imports its sibling pooled_paired
-    path = _RESULTS.parent / "factorial.py"
-    spec = importlib.util.spec_from_file_location("factorial", path)
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+def test_factorial_effects_and_interaction_computed_by_hand(tmp_path, capsys):
+    script = load_script(_RESULTS.parent / "factorial.py")  # it imports its sibling pooled_paired
     finals = {  # corner -> seed -> final of a curve 0 (at 1k steps) -> final (at 2k)
         "base": {0: 1.0, 1: 2.0},
         "a": {0: 3.0, 1: 2.0},

@@ -5,13 +5,13 @@ hand, and the script that compares a report folder with a published per-seed cur
 from __future__ import annotations
 
 import csv
-import importlib.util
 import itertools
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from script_loader import load_script
 
 from super_sac.sweep.stats import permutation_test, two_group_entry
 
@@ -19,12 +19,7 @@ _BENCH = Path(__file__).resolve().parents[1] / "experiments" / "benchmarks"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "published_difference", _BENCH / "published_difference.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(_BENCH / "published_difference.py")
 
 
 def test_exact_permutation_test_counts_every_split_by_hand():
