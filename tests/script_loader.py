@@ -12,19 +12,28 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_script(path: str | Path, *, name: str | None = None, register: bool = False) -> ModuleType:
+def load_script(
+    path: str | Path,
+    *,
+    name: str | None = None,
+    register: bool = False,
+    monkeypatch: pytest.MonkeyPatch | None = None,
+) -> ModuleType:
     """A freshly executed module of the script at ``path``.
 
     :param path: the script, relative to the repository root (or absolute).
     :param name: the module's name; the file's stem by default.
     :param register: also enter the module in ``sys.modules`` under ``name`` unless a module
         already holds that name (dataclasses and pickling look a class's module up there).
-    :return: the module. The script's folder is on ``sys.path`` while the script runs, so its
-        sibling imports (``import bench_utils``, ``import pooled_paired``) resolve as they do
-        when it is run from the command line.
+    :param monkeypatch: the test's ``monkeypatch``, for a script that imports its siblings
+        (``import bench_utils``, ``import pooled_paired``): the script's folder goes on
+        ``sys.path`` for the rest of the test, as when the script runs from the command line.
+    :return: the module.
     """
     path = Path(path)
     path = path if path.is_absolute() else ROOT / path
@@ -34,13 +43,7 @@ def load_script(path: str | Path, *, name: str | None = None, register: bool = F
     module = importlib.util.module_from_spec(spec)
     if register:
         sys.modules.setdefault(spec.name, module)
-    folder = str(path.parent)
-    added = folder not in sys.path
-    if added:
-        sys.path.insert(0, folder)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        if added:
-            sys.path.remove(folder)
+    if monkeypatch is not None:
+        monkeypatch.syspath_prepend(str(path.parent))
+    spec.loader.exec_module(module)
     return module

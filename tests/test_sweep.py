@@ -510,7 +510,7 @@ def test_representation_losses_reports_finished_trials_only(tmp_path, monkeypatc
 
     sweep = _fake_sweep(tmp_path, "dr3", ["awac.gin"], seeds="0-1")
     (sweep / "awac" / "Pendulum-v1" / "seed_1" / SUMMARY).unlink()  # still running: a partial curve
-    script = _representation_script()
+    script = _representation_script(monkeypatch)
     rows = script.run_rows(sweep, [], last=2)
     assert [(r["config"], r["seed"]) for r in rows] == [("awac", 0)]
     assert rows[0]["final"] == pytest.approx(30.0)  # FAKE_SCRIPT's curve: 10, 20, 30 x (seed + 1)
@@ -522,14 +522,14 @@ def test_representation_losses_reports_finished_trials_only(tmp_path, monkeypatc
     assert result["rows"][0]["last_mean"] == pytest.approx(25.0)  # (20 + 30) / 2
 
 
-def _representation_script():
-    return load_script(_RESULTS.parent / "representation_losses.py")
+def _representation_script(monkeypatch):
+    return load_script(_RESULTS.parent / "representation_losses.py", monkeypatch=monkeypatch)
 
 
 def test_every_committed_representation_report_is_what_its_csv_files_say(monkeypatch, capsys):
     """The DR3 and Markov tables quote these reports (representation_losses.py's own form,
     without an evaluations/ folder): each must follow from the series committed beside it."""
-    script = _representation_script()
+    script = _representation_script(monkeypatch)
     reports = sorted(
         p.parent.name
         for p in _RESULTS.glob("*/report.json")
@@ -550,7 +550,7 @@ def test_a_representation_report_check_names_each_number_its_files_do_not_hold(
 
     from super_sac.sweep.check import check_report
 
-    script = _representation_script()
+    script = _representation_script(monkeypatch)
     folder = tmp_path / "dr3"
     shutil.copytree(_RESULTS / "dr3_minatar_breakout", folder)
     # sweep.py check points at the check of this form
@@ -2076,8 +2076,9 @@ def test_the_report_module_still_serves_the_names_it_had_before_the_split():
         report.no_such_name  # noqa: B018
 
 
-def test_factorial_effects_and_interaction_computed_by_hand(tmp_path, capsys):
-    script = load_script(_RESULTS.parent / "factorial.py")  # it imports its sibling pooled_paired
+def test_factorial_effects_and_interaction_computed_by_hand(tmp_path, capsys, monkeypatch):
+    # it imports its sibling pooled_paired
+    script = load_script(_RESULTS.parent / "factorial.py", monkeypatch=monkeypatch)
     finals = {  # corner -> seed -> final of a curve 0 (at 1k steps) -> final (at 2k)
         "base": {0: 1.0, 1: 2.0},
         "a": {0: 3.0, 1: 2.0},
