@@ -284,6 +284,20 @@ def test_speed_ratios_are_summarised_with_an_interval_over_rounds():
     )
 
 
+def test_benchmark_records_name_the_processor_they_ran_on(monkeypatch):
+    """Speed ratios differ between processors: every benchmark JSON's ``versions`` holds the
+    processor's record, the one the sweeps' manifests hold."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import bench_utils
+
+    from super_sac.utils import machine_info
+
+    record = bench_utils.versions()
+    assert record["processor"] == machine_info()
+    assert record["processor"]["cpu_count"] == os.cpu_count()
+    assert json.loads(json.dumps(record)) == record  # written as JSON as it is
+
+
 def test_the_minatar_random_reference_plays_the_chosen_game_and_writes_nothing(
     tmp_path, monkeypatch, capsys
 ):

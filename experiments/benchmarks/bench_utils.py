@@ -70,12 +70,17 @@ def lr_bindings(lr: float, with_alpha: bool) -> list[str]:
     return out
 
 
-def versions() -> dict[str, str]:
-    """Versions of the interpreter and the libraries the benchmarks depend on."""
+def versions() -> dict[str, Any]:
+    """Versions of the interpreter and the libraries the benchmarks depend on, and the
+    processor they ran on (:func:`super_sac.utils.machine_info`: model, family and model
+    numbers, torch's kernel instruction set), since speeds and ratios differ between processors.
+    """
     import gymnasium
     import numpy
     import stable_baselines3
     import torch
+
+    from super_sac.utils import machine_info
 
     return {
         "python": platform.python_version(),
@@ -84,6 +89,7 @@ def versions() -> dict[str, str]:
         "stable_baselines3": stable_baselines3.__version__,
         "numpy": numpy.__version__,
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+        "processor": machine_info(),
     }
 
 
