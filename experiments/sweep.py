@@ -318,15 +318,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    # SIGTERM (a scheduler, kill) unwinds like Ctrl-C, so the running trials are stopped too
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+def cli(argv: list[str] | None = None) -> int | str:
+    """:func:`main` as the command line runs it: a refused setting or a missing file becomes
+    an ``error: ...`` message in place of a traceback, Ctrl-C a note on how to resume.
+
+    :return: the exit status, or the message that ``sys.exit`` prints with status 1.
+    """
     try:
-        sys.exit(main())
+        return main(argv)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
-        sys.exit(f"error: {err}")
+        return f"error: {err}"
     except KeyboardInterrupt:
-        sys.exit(
+        return (
             "stopped: the running trials were stopped at their last checkpoint; run the same "
             "command to resume them (finished trials are kept)"
         )
+
+
+if __name__ == "__main__":
+    # SIGTERM (a scheduler, kill) unwinds like Ctrl-C, so the running trials are stopped too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    sys.exit(cli())

@@ -2,7 +2,9 @@
 the grid of trials and its manifest."""
 
 import csv
+import functools
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +17,7 @@ from script_loader import load_script
 from super_sac.reporting import EVAL_CSV_COLUMNS
 
 HERE = Path(__file__).resolve().parent
+_ROOT = HERE.parent
 STEPS = 300
 
 
@@ -359,7 +362,7 @@ def test_failed_trials_are_retried_up_to_max_failures(tmp_path):
             run_local(grid, tmp_path / "a", script=script, out=io.StringIO())
 
 
-def test_report_of_hand_made_curves(tmp_path):
+def test_report_of_hand_made_curves(tmp_path, capsys):
     import json
 
     from super_sac.sweep.grid import Grid, write_manifest
@@ -411,18 +414,16 @@ def test_report_of_hand_made_curves(tmp_path):
     (note,) = [w for w in pooled["warnings"] if "normalised aggregate" in w]
     assert note.startswith("the normalised aggregate of td3 pools envs with different numbers")
     assert note in markdown_table(pooled)  # the report itself says so
-    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
-    cmd += ["report", str(tmp_path / "s"), "--no_plot"]
-    cmd += ["--reference", "Pendulum-v1=0:120", "--reference", "MountainCarContinuous-v0=0:60"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert "| sac | MountainCarContinuous-v0, Pendulum-v1 | " in proc.stdout
+    argv = ["report", str(tmp_path / "s"), "--no_plot"]
+    argv += ["--reference", "Pendulum-v1=0:120", "--reference", "MountainCarContinuous-v0=0:60"]
+    status, out, err = _sweep_cli(argv, capsys)
+    assert status == 0, err
+    assert "| sac | MountainCarContinuous-v0, Pendulum-v1 | " in out
     # experiments/plot.py draws a few runs
     runs = [str(t.folder) for t in grid.trials(tmp_path / "s")[:2]]
-    plot = Path(__file__).resolve().parents[1] / "experiments" / "plot.py"
-    out = tmp_path / "two.png"
-    proc = subprocess.run([sys.executable, str(plot), *runs, "--out", str(out)], text=True)
-    assert proc.returncode == 0 and out.read_bytes()[:4] == b"\x89PNG"
+    png = tmp_path / "two.png"
+    assert load_script("experiments/plot.py").main([*runs, "--out", str(png)]) == 0
+    assert png.read_bytes()[:4] == b"\x89PNG"
 
 
 def _fake_sweep(tmp_path, name, configs, seeds="0-2"):
@@ -438,6 +439,21 @@ def _fake_sweep(tmp_path, name, configs, seeds="0-2"):
         argv = ["--run_dir", str(trial.folder), "--seed", str(trial.seed)]
         subprocess.run([sys.executable, str(script), *argv], check=True)
     return tmp_path / name
+
+
+@functools.cache
+def _sweep_script():
+    return load_script(_ROOT / "experiments" / "sweep.py", name="sweep_cli")
+
+
+def _sweep_cli(argv, capsys):
+    """``experiments/sweep.py ARGV`` run in this process by the script's ``cli`` (what its
+    command line runs, less a second interpreter's start-up of about 2 s): ``(exit status,
+    stdout, stderr)``, a message returned for ``sys.exit`` counted as status 1 on stderr."""
+    capsys.readouterr()
+    status = _sweep_script().cli(argv)
+    out, err = capsys.readouterr()
+    return (1, out, err + status + "\n") if isinstance(status, str) else (status, out, err)
 
 
 def test_a_report_warns_when_its_sweeps_ran_on_different_machines(tmp_path):
@@ -606,7 +622,7 @@ def test_a_representation_report_check_names_each_number_its_files_do_not_hold(
         script.parse_args(["--check", str(folder), "--last", "5"])  # the report's own is used
 
 
-def test_a_report_of_two_sweeps_puts_their_configs_side_by_side(tmp_path):
+def test_a_report_of_two_sweeps_puts_their_configs_side_by_side(tmp_path, capsys):
     import json
 
     from super_sac.sweep.report import build_report, write_report
@@ -650,15 +666,14 @@ def test_a_report_of_two_sweeps_puts_their_configs_side_by_side(tmp_path):
     # the same config name in two sweeps would merge two different things: refused
     with pytest.raises(ValueError, match="'sac' on Pendulum-v1 is in both"):
         build_report([ours, _fake_sweep(tmp_path, "again", ["other/sac.gin"])])
-    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
-    cmd += ["report", str(ours), str(peer), "--out", str(tmp_path / "cli"), "--no_plot"]
-    proc = subprocess.run([*cmd, "--threshold", "60"], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert "| sb3_sac | Pendulum-v1 | 3/4 | 0: -, 1: 30, 2: 20, 3: 20 |" in proc.stdout
-    assert "| sac | Pendulum-v1 | 3 |" in proc.stdout and (tmp_path / "cli" / "report.md").exists()
+    argv = ["report", str(ours), str(peer), "--out", str(tmp_path / "cli"), "--no_plot"]
+    status, out, err = _sweep_cli([*argv, "--threshold", "60"], capsys)
+    assert status == 0, err
+    assert "| sb3_sac | Pendulum-v1 | 3/4 | 0: -, 1: 30, 2: 20, 3: 20 |" in out
+    assert "| sac | Pendulum-v1 | 3 |" in out and (tmp_path / "cli" / "report.md").exists()
 
 
-def test_a_paired_report_subtracts_the_base_config_seed_by_seed(tmp_path):
+def test_a_paired_report_subtracts_the_base_config_seed_by_seed(tmp_path, capsys):
     import shutil
 
     from super_sac.sweep.report import build_report, markdown_table
@@ -703,16 +718,15 @@ def test_a_paired_report_subtracts_the_base_config_seed_by_seed(tmp_path):
     assert "paired" not in build_report(sweep)
     with pytest.raises(ValueError, match="no finished run of config 'ddpg'.*'sac', 'td3'"):
         build_report(sweep, paired="ddpg")
-    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
-    cmd += ["report", str(sweep), "--no_plot", "--last", "2", "--paired", "td3"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert "| sac | Pendulum-v1 | 0, 1 | -5.0 [-20.0, 10.0] (1 up, 1 down of 2) |" in proc.stdout
-    proc = subprocess.run([*cmd[:-1], "ddpg"], capture_output=True, text=True)
-    assert proc.returncode != 0 and "no finished run of config 'ddpg'" in proc.stderr
+    argv = ["report", str(sweep), "--no_plot", "--last", "2", "--paired", "td3"]
+    status, out, err = _sweep_cli(argv, capsys)
+    assert status == 0, err
+    assert "| sac | Pendulum-v1 | 0, 1 | -5.0 [-20.0, 10.0] (1 up, 1 down of 2) |" in out
+    status, out, err = _sweep_cli([*argv[:-1], "ddpg"], capsys)
+    assert status != 0 and "no finished run of config 'ddpg'" in err
 
 
-def test_a_report_can_carry_every_trials_evaluations(tmp_path):
+def test_a_report_can_carry_every_trials_evaluations(tmp_path, capsys):
     from super_sac.sweep.report import write_report
 
     ours = _fake_sweep(tmp_path, "ours", ["sac.gin"], seeds="0,1")
@@ -736,14 +750,13 @@ def test_a_report_can_carry_every_trials_evaluations(tmp_path):
     assert (files["evaluations"] / "sac_Pendulum-v1_seed1.csv").read_bytes() == trial.read_bytes()
     with pytest.raises(ValueError, match="outside the sweep"):
         write_report(ours, plot=False, evaluations=True)
-    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
-    cmd += ["report", str(ours), "--out", str(tmp_path / "cli"), "--no_plot", "--evaluations"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+    argv = ["report", str(ours), "--out", str(tmp_path / "cli"), "--no_plot", "--evaluations"]
+    status, _, err = _sweep_cli(argv, capsys)
+    assert status == 0, err
     assert sorted(p.name for p in (tmp_path / "cli" / "evaluations").glob("*.csv")) == copied[:2]
 
 
-def test_a_report_is_rebuilt_from_its_copied_evaluations_alone(tmp_path):
+def test_a_report_is_rebuilt_from_its_copied_evaluations_alone(tmp_path, capsys):
     import json
 
     from super_sac.sweep.report import write_report
@@ -752,23 +765,18 @@ def test_a_report_is_rebuilt_from_its_copied_evaluations_alone(tmp_path):
     table = tmp_path / "table"
     write_report(ours, out=table, plot=False, last=2, threshold=60, evaluations=True, paired="sac")
     committed = json.loads((table / "report.json").read_text())
-    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
     again = tmp_path / "again"
     argv = ["--archive", str(table), "--no_plot", "--last", "2", "--threshold", "60"]
-    proc = subprocess.run(
-        [*cmd, "report", *argv, "--paired", "sac", "--out", str(again)],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
+    status, _, err = _sweep_cli(["report", *argv, "--paired", "sac", "--out", str(again)], capsys)
+    assert status == 0, err
     rebuilt = json.loads((again / "report.json").read_text())
     for part in ("rows", "paired"):
         assert rebuilt[part] == committed[part]
     assert rebuilt["sweeps"] == [] and rebuilt["archives"] == [str(table)]
-    proc = subprocess.run([*cmd, "report", *argv], capture_output=True, text=True)
-    assert proc.returncode != 0 and "archives alone, needs an output folder" in proc.stderr
-    proc = subprocess.run([*cmd, "report", "--out", str(again)], capture_output=True, text=True)
-    assert proc.returncode != 0 and "give a sweep folder or an archive" in proc.stderr
+    status, _, err = _sweep_cli(["report", *argv], capsys)
+    assert status != 0 and "archives alone, needs an output folder" in err
+    status, _, err = _sweep_cli(["report", "--out", str(again)], capsys)
+    assert status != 0 and "give a sweep folder or an archive" in err
 
 
 def test_options_the_chosen_path_would_ignore_are_refused(tmp_path):
@@ -791,7 +799,7 @@ def test_options_the_chosen_path_would_ignore_are_refused(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-def test_check_names_every_number_a_report_holds_that_its_data_does_not(tmp_path):
+def test_check_names_every_number_a_report_holds_that_its_data_does_not(tmp_path, capsys):
     import json
 
     from super_sac.sweep.check import check_report
@@ -831,18 +839,16 @@ def test_check_names_every_number_a_report_holds_that_its_data_does_not(tmp_path
         differences
     )
     extra.unlink()
-    proc = subprocess.run([*cmd, "check", str(table)], capture_output=True, text=True)
-    assert proc.returncode == 1 and f"{table}: DIFFERS" in proc.stdout
-    assert "1 of 1 reports differ from their data" in proc.stderr
+    # in-process from here (the command line's exit status is main's return value)
+    sweep_cli = load_script(cmd[1], name="sweep_cli")
+    assert sweep_cli.main(["check", str(table)]) == 1
+    out, err = capsys.readouterr()
+    assert f"{table}: DIFFERS" in out and "1 of 1 reports differ from their data" in err
     # one folder that cannot be checked does not stop the others
-    proc = subprocess.run(
-        [*cmd, "check", str(tmp_path / "ours"), str(table)], capture_output=True, text=True
-    )
-    assert (
-        f"{tmp_path / 'ours'}: cannot check: " in proc.stdout
-        and "has no report.json" in proc.stdout
-    )
-    assert f"{table}: DIFFERS" in proc.stdout and "2 of 2 reports differ" in proc.stderr
+    assert sweep_cli.main(["check", str(tmp_path / "ours"), str(table)]) == 1
+    out, err = capsys.readouterr()
+    assert f"{tmp_path / 'ours'}: cannot check: " in out and "has no report.json" in out
+    assert f"{table}: DIFFERS" in out and "2 of 2 reports differ" in err
     # the markdown must be the rendering of the json it sits beside
     write_report(ours, **settings, evaluations=True, replace_evaluations=True)
     markdown = table / "report.md"
@@ -994,7 +1000,7 @@ def _config(tmp_path, name="sac.gin", text="super_sac.batch_size = 256\n"):
     return str(path)
 
 
-def test_more_seeds_join_a_committed_report_whose_sweep_is_gone(tmp_path):
+def test_more_seeds_join_a_committed_report_whose_sweep_is_gone(tmp_path, capsys):
     import json
     import shutil
 
@@ -1063,11 +1069,10 @@ def test_more_seeds_join_a_committed_report_whose_sweep_is_gone(tmp_path):
     again = _fake_sweep(tmp_path, "again", [_config(tmp_path)], seeds="0")
     (again / "sac" / "Pendulum-v1" / "seed_0" / "summary.json").unlink()
     assert build_report([unfinished, again])["unfinished_trials"] == ["sac/Pendulum-v1/seed_0"]
-    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
-    cmd += ["report", str(more), "--archive", str(table), "--out", str(tmp_path / "cli")]
-    proc = subprocess.run([*cmd, "--no_plot"], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    assert "| sac | Pendulum-v1 | 0: 30.0, 1: 60.0, 2: 90.0 |" in proc.stdout
+    argv = ["report", str(more), "--archive", str(table), "--out", str(tmp_path / "cli")]
+    status, out, err = _sweep_cli([*argv, "--no_plot"], capsys)
+    assert status == 0, err
+    assert "| sac | Pendulum-v1 | 0: 30.0, 1: 60.0, 2: 90.0 |" in out
 
 
 def test_runs_of_one_sweep_pool_even_without_a_recorded_config_sha(tmp_path):
@@ -1086,7 +1091,7 @@ def test_runs_of_one_sweep_pool_even_without_a_recorded_config_sha(tmp_path):
         )
 
 
-def test_an_old_evaluations_folder_is_indexed_from_its_manifests(tmp_path):
+def test_an_old_evaluations_folder_is_indexed_from_its_manifests(tmp_path, capsys):
     import json
     import shutil
 
@@ -1100,17 +1105,10 @@ def test_an_old_evaluations_folder_is_indexed_from_its_manifests(tmp_path):
     index_file.unlink()  # as a folder copied before indexes existed
     shutil.copy(ours / "manifest.json", tmp_path / "table" / "manifest_ours.json")
     other = _fake_sweep(tmp_path, "other", ["peer.gin"], seeds="0")
-    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
-    cmd += [
-        "index",
-        str(tmp_path / "table"),
-        "--manifest",
-        str(tmp_path / "table" / "manifest_ours.json"),
-    ]
-    proc = subprocess.run(
-        [*cmd, "--manifest", str(other / "manifest.json")], capture_output=True, text=True
-    )
-    assert proc.returncode == 0 and "indexed 2 runs" in proc.stdout, proc.stderr
+    cmd = ["index", str(tmp_path / "table")]
+    cmd += ["--manifest", str(tmp_path / "table" / "manifest_ours.json")]
+    status, out, err = _sweep_cli([*cmd, "--manifest", str(other / "manifest.json")], capsys)
+    assert status == 0 and "indexed 2 runs" in out, err
     indexed = json.loads(index_file.read_text())["files"]
     assert indexed.keys() == written.keys()
     for name, entry in indexed.items():  # the same settings the copy itself recorded
@@ -1122,13 +1120,11 @@ def test_an_old_evaluations_folder_is_indexed_from_its_manifests(tmp_path):
         )["warnings"]
         == []
     )
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode != 0 and "index.json exists already" in proc.stderr
+    status, _, err = _sweep_cli(cmd, capsys)
+    assert status != 0 and "index.json exists already" in err
     index_file.unlink()
-    proc = subprocess.run(
-        [*cmd[:-2], "--manifest", str(other / "manifest.json")], capture_output=True, text=True
-    )
-    assert proc.returncode != 0 and "is in 0 of the manifests" in proc.stderr
+    status, _, err = _sweep_cli([*cmd[:-2], "--manifest", str(other / "manifest.json")], capsys)
+    assert status != 0 and "is in 0 of the manifests" in err
 
 
 def test_copied_evaluations_are_never_dropped_or_lost(tmp_path):
@@ -1181,7 +1177,7 @@ def test_copied_evaluations_are_never_dropped_or_lost(tmp_path):
     assert not (table / "evaluations").exists()
 
 
-def test_a_new_sweep_skips_the_trials_an_archive_holds(tmp_path):
+def test_a_new_sweep_skips_the_trials_an_archive_holds(tmp_path, capsys):
     import io
 
     from super_sac.sweep.grid import Grid
@@ -1208,21 +1204,16 @@ def test_a_new_sweep_skips_the_trials_an_archive_holds(tmp_path):
     bound = Grid.make([config], ["Pendulum-v1"], "0-2", None, ["Agent.x = 1"])
     with pytest.raises(ValueError, match="other settings than this sweep \\(gin_bindings"):
         archived_trials(bound, None, [tmp_path / "table"])
-    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
-    cmd += ["run", "--root", str(tmp_path), "--name", "cli", "--configs", config]
+    cmd = ["run", "--root", str(tmp_path), "--name", "cli", "--configs", config]
     cmd += ["--envs", "Pendulum-v1", "--seeds", "0-2", "--script", str(script), "--no_report"]
     # the archive's runs came from train_gym.py (the default script), this sweep runs another
-    proc = subprocess.run(
-        [*cmd, "--archive", str(tmp_path / "table")], capture_output=True, text=True
-    )
-    assert proc.returncode != 0 and "script: 'fake_train.py' against 'train_gym.py'" in proc.stderr
+    status, _, err = _sweep_cli([*cmd, "--archive", str(tmp_path / "table")], capsys)
+    assert status != 0 and "script: 'fake_train.py' against 'train_gym.py'" in err
     scripted = Grid.make([config], ["Pendulum-v1"], "0", script=str(script))
     run_local(scripted, tmp_path / "scripted", script=script, out=io.StringIO())
     write_report(tmp_path / "scripted", out=tmp_path / "table2", plot=False, evaluations=True)
-    proc = subprocess.run(
-        [*cmd, "--archive", str(tmp_path / "table2")], capture_output=True, text=True
-    )
-    assert proc.returncode == 0, proc.stderr
+    status, _, err = _sweep_cli([*cmd, "--archive", str(tmp_path / "table2")], capsys)
+    assert status == 0, err
     assert sorted(p.name for p in (tmp_path / "cli" / "sac" / "Pendulum-v1").iterdir()) == [
         "seed_1",
         "seed_2",
@@ -1761,31 +1752,35 @@ def test_seed_order_starts_every_config_at_a_seed_before_the_next_seed(tmp_path)
 
 
 def test_seed_order_with_the_ray_backend_is_refused_with_the_reason(tmp_path):
-    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
-    cmd += ["run", "--root", str(tmp_path), "--name", "r", "--configs", "sac.gin"]
-    cmd += ["--envs", "Pendulum-v1", "--backend", "ray"]
-    for option in (["--order", "seed"], ["--max_trials", "2"]):
-        proc = subprocess.run([*cmd, *option], capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 1
-        assert "--order seed and --max_trials apply to the local backend" in proc.stderr
-        assert not (tmp_path / "r").exists()  # refused before anything was written
+    script = Path(__file__).resolve().parents[1] / "experiments" / "sweep.py"
+    run = ["run", "--root", str(tmp_path), "--name", "r", "--configs", "sac.gin"]
+    run += ["--envs", "Pendulum-v1", "--backend", "ray"]
+    reason = "--order seed and --max_trials apply to the local backend"
+    # from the command line: exit status 1 and the reason on stderr
+    cmd = [sys.executable, str(script), *run, "--order", "seed"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and reason in proc.stderr
+    assert not (tmp_path / "r").exists()  # refused before anything was written
+    # the other option, in-process (the same check, without a second interpreter's start-up)
+    with pytest.raises(ValueError, match=reason):
+        load_script(script, name="sweep_cli").main([*run, "--max_trials", "2"])
+    assert not (tmp_path / "r").exists()
 
 
-def test_a_sliced_sweep_says_how_many_trials_are_left(tmp_path):
+def test_a_sliced_sweep_says_how_many_trials_are_left(tmp_path, capsys):
     script = tmp_path / "order_train.py"
     script.write_text(ORDER_SCRIPT)
-    cmd = [sys.executable, str(Path(__file__).resolve().parents[1] / "experiments" / "sweep.py")]
-    cmd += ["run", "--root", str(tmp_path), "--name", "s", "--configs", "sac.gin", "td3.gin"]
+    cmd = ["run", "--root", str(tmp_path), "--name", "s", "--configs", "sac.gin", "td3.gin"]
     cmd += ["--envs", "Pendulum-v1", "--seeds", "0-1", "--script", str(script), "--no_report"]
-    proc = subprocess.run([*cmd, "--max_trials", "3"], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert "1 trial(s) not started (--max_trials)" in proc.stdout
-    proc = subprocess.run([*cmd, "--max_trials", "3"], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "not started" not in proc.stdout
+    status, out, err = _sweep_cli([*cmd, "--max_trials", "3"], capsys)
+    assert status == 0, err
+    assert "1 trial(s) not started (--max_trials)" in out
+    status, out, err = _sweep_cli([*cmd, "--max_trials", "3"], capsys)
+    assert status == 0 and "not started" not in out
     assert len((tmp_path / "s" / "started.txt").read_text().split()) == 4
 
 
-def test_offline_table_scores_the_last_evaluations_of_every_seed(tmp_path):
+def test_offline_table_scores_the_last_evaluations_of_every_seed(tmp_path, capsys):
     """experiments/benchmarks/offline_table.py: each seed's mean of its last k evaluations,
     normalised, and the mean over seeds with a bootstrap interval inside the seeds' range (none
     for a single seed)."""
@@ -1806,12 +1801,10 @@ def test_offline_table_scores_the_last_evaluations_of_every_seed(tmp_path):
         (extra / f"{config}_HalfCheetah-v5_seed0.csv").write_text(
             f"{header}\n0,offline,0,0,0,0,0,1,0\n"
         )
-    script = Path(__file__).resolve().parents[1] / "experiments" / "benchmarks" / "offline_table.py"
-    cmd = [sys.executable, str(script), str(tmp_path / "report"), "--title", "toy"]
-    cmd += ["--reference=-100:100", "--extra", f"unscaled={tmp_path / 'extra'}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+    script = load_script(_RESULTS.parent / "offline_table.py")  # in-process: no torch start-up
+    argv = [str(tmp_path / "report"), "--title", "toy"]
+    script.main([*argv, "--reference=-100:100", "--extra", f"unscaled={tmp_path / 'extra'}"])
+    lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "| toy | seed 0 | seed 1 | mean [95% CI] | unscaled |"
     crr = lines[2].split(" | ")
     assert crr[:3] == ["| ours CRR-style AFBC", "70.0", "80.0"]
@@ -1822,40 +1815,27 @@ def test_offline_table_scores_the_last_evaluations_of_every_seed(tmp_path):
     # blank for peers
     assert lines[3] == "| d3rlpy IQL | - | 0.0 | 0.0 |  |"
     # --from_step: the mean of the evaluations at that phase step or later (here 10, 15, 20, 25)
-    cmd = [sys.executable, str(script), str(tmp_path / "report"), "--reference=-100:100"]
-    proc = subprocess.run([*cmd, "--from_step", "10"], capture_output=True, text=True)
-    assert proc.returncode != 0  # the peer's run ends at step 5
-    assert "d3rlpy_iql seed 1 has no evaluation at that phase step or later" in proc.stderr
+    argv = [str(tmp_path / "report"), "--reference=-100:100"]
+    with pytest.raises(SystemExit, match="d3rlpy_iql seed 1 has no evaluation at that phase step"):
+        script.main([*argv, "--from_step", "10"])  # the peer's run ends at step 5
     (folder / "d3rlpy_iql_HalfCheetah-v5_seed1.csv").unlink()
-    proc = subprocess.run([*cmd, "--from_step", "10"], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    crr = proc.stdout.splitlines()[2].split(" | ")
+    capsys.readouterr()
+    script.main([*argv, "--from_step", "10"])
+    crr = capsys.readouterr().out.splitlines()[2].split(" | ")
     assert crr[1:3] == ["72.5", "87.5"]  # (45 + 100) / 2 and (75 + 100) / 2
     # --paired: crr minus the extra folder's crr at the seeds both have (seed 0: 70 - 50), and
     # minus another config named after a colon
-    proc = subprocess.run(
-        [*cmd, "--paired", str(tmp_path / "extra"), "--paired", f"{tmp_path / 'extra'}:d3rlpy_iql"],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
-    rows = proc.stdout.split("| config | minus the same in |")[1].splitlines()[2:]
-    assert (
-        rows[0]
-        == f"| ours CRR-style AFBC | {tmp_path / 'extra'} | 0: +20.0 | +20.0 | 1 up, 0 down |"
-    )
+    extra = tmp_path / "extra"
+    script.main([*argv, "--paired", str(extra), "--paired", f"{extra}:d3rlpy_iql"])
+    rows = capsys.readouterr().out.split("| config | minus the same in |")[1].splitlines()[2:]
+    assert rows[0] == f"| ours CRR-style AFBC | {extra} | 0: +20.0 | +20.0 | 1 up, 0 down |"
     assert rows[1].endswith(":d3rlpy_iql | 0: +20.0 | +20.0 | 1 up, 0 down |")  # iql seed 0: 50
-    proc = subprocess.run(
-        [*cmd, "--paired", f"{tmp_path / 'extra'}:awac"], capture_output=True, text=True
-    )
-    assert proc.returncode != 0 and "has no config 'awac' (it has crr, d3rlpy_iql)" in proc.stderr
-    proc = subprocess.run(
-        [*cmd, "--paired", f"{tmp_path / 'nowhere'}:crr"], capture_output=True, text=True
-    )
-    assert (
-        proc.returncode != 0
-        and "no such report folder (give FOLDER or FOLDER:CONFIG)" in proc.stderr
-    )
+    no_awac = re.escape("has no config 'awac' (it has crr, d3rlpy_iql)")
+    with pytest.raises(SystemExit, match=no_awac):
+        script.main([*argv, "--paired", f"{extra}:awac"])
+    no_folder = re.escape("no such report folder (give FOLDER or FOLDER:CONFIG)")
+    with pytest.raises(SystemExit, match=no_folder):
+        script.main([*argv, "--paired", f"{tmp_path / 'nowhere'}:crr"])
 
 
 def test_a_run_reads_its_evaluations_once_and_a_missing_file_has_none(tmp_path):
