@@ -17,7 +17,6 @@ from script_loader import load_script
 from super_sac.reporting import EVAL_CSV_COLUMNS
 
 HERE = Path(__file__).resolve().parent
-_ROOT = HERE.parent
 STEPS = 300
 
 
@@ -443,7 +442,7 @@ def _fake_sweep(tmp_path, name, configs, seeds="0-2"):
 
 @functools.cache
 def _sweep_script():
-    return load_script(_ROOT / "experiments" / "sweep.py", name="sweep_cli")
+    return load_script("experiments/sweep.py", name="sweep_cli")
 
 
 def _sweep_cli(argv, capsys):
@@ -782,7 +781,7 @@ def test_a_report_is_rebuilt_from_its_copied_evaluations_alone(tmp_path, capsys)
 def test_options_the_chosen_path_would_ignore_are_refused(tmp_path):
     from super_sac.sweep.report import write_report
 
-    sweep_cli = load_script("experiments/sweep.py", name="sweep_cli")
+    sweep_cli = _sweep_script()
     ours = _fake_sweep(tmp_path, "ours", ["sac.gin"], seeds="0")
     with pytest.raises(ValueError, match="--replace_evaluations replaces .* Fix: add --evaluat"):
         sweep_cli.main(["report", str(ours), "--no_plot", "--replace_evaluations"])
@@ -839,14 +838,13 @@ def test_check_names_every_number_a_report_holds_that_its_data_does_not(tmp_path
         differences
     )
     extra.unlink()
-    # in-process from here (the command line's exit status is main's return value)
-    sweep_cli = load_script(cmd[1], name="sweep_cli")
-    assert sweep_cli.main(["check", str(table)]) == 1
-    out, err = capsys.readouterr()
-    assert f"{table}: DIFFERS" in out and "1 of 1 reports differ from their data" in err
+    # in-process from here (the command line's exit status is cli's return value)
+    status, out, err = _sweep_cli(["check", str(table)], capsys)
+    assert status == 1 and f"{table}: DIFFERS" in out
+    assert "1 of 1 reports differ from their data" in err
     # one folder that cannot be checked does not stop the others
-    assert sweep_cli.main(["check", str(tmp_path / "ours"), str(table)]) == 1
-    out, err = capsys.readouterr()
+    status, out, err = _sweep_cli(["check", str(tmp_path / "ours"), str(table)], capsys)
+    assert status == 1
     assert f"{tmp_path / 'ours'}: cannot check: " in out and "has no report.json" in out
     assert f"{table}: DIFFERS" in out and "2 of 2 reports differ" in err
     # the markdown must be the rendering of the json it sits beside
@@ -1763,7 +1761,7 @@ def test_seed_order_with_the_ray_backend_is_refused_with_the_reason(tmp_path):
     assert not (tmp_path / "r").exists()  # refused before anything was written
     # the other option, in-process (the same check, without a second interpreter's start-up)
     with pytest.raises(ValueError, match=reason):
-        load_script(script, name="sweep_cli").main([*run, "--max_trials", "2"])
+        _sweep_script().main([*run, "--max_trials", "2"])
     assert not (tmp_path / "r").exists()
 
 
